@@ -1,0 +1,63 @@
+"""Fixtures for the multi-cluster suite: one local fleet (hub + 2 members) per test session."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from e2e import backends
+from e2e.localfleet import HUB, LocalFleet
+from fleet.clients.kube import Kube
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    backend, reason = backends.choose()
+    if not backend:
+        if os.environ.get("FLEET_E2E_REQUIRED") == "1":
+            pytest.fail(f"e2e backend required but unavailable: {reason}")
+        pytest.skip(reason)
+    if backend == "kind":
+        pytest.skip("the kind backend is detected but not wired up yet; use "
+                    "FLEET_E2E_BACKEND=binaries")
+    workdir = Path(tmp_path_factory.mktemp("fleet"))
+    local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))
+    try:
+        local.up()
+        yield local
+    finally:
+        for log in sorted((workdir / "logs").glob("*.log")):
+            if log.name.startswith(("hub", "agent")):
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def hub(fleet: LocalFleet) -> Kube:
+    return fleet.client(HUB)
+
+
+def eventually(check: Callable[[], T | None], *, timeout: float = 60, interval: float = 0.3,
+               what: str = "condition") -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+        except AssertionError as exc:
+            last = exc
+        else:
+            if result:
+                return result
+            last = result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

@@ -1,0 +1,141 @@
+"""Real control planes through kwokctl's binary runtime, with locally built binaries.
+
+Each cluster is etcd + kube-apiserver (+ kube-controller-manager, and on members
+kube-scheduler and the kwok controller), every one of them listening on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+STAGES = Path(__file__).with_name("stages.yaml")
+
+
+@dataclass(frozen=True)
+class Binaries:
+    directory: Path
+
+    def __getitem__(self, name: str) -> str:
+        path = self.directory / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run e2e/toolchain/build.sh")
+        return str(path)
+
+    @staticmethod
+    def build(repo: Path) -> Binaries:
+        """Build (or find cached) control-plane binaries; progress goes to stderr."""
+        out = subprocess.run(
+            ["bash", str(repo / "e2e" / "toolchain" / "build.sh")],
+            check=True, stdout=subprocess.PIPE, text=True,
+        )
+        return Binaries(Path(out.stdout.strip().splitlines()[-1]))
+
+
+PORT_OPTIONS = ("kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort",
+                "kubeSchedulerPort", "kwokControllerPort")
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free ports on 127.0.0.1, chosen up front: kwokctl processes started in
+    parallel would otherwise pick the same ones."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
+                   audit_policy: Path | None = None) -> str:
+    options: dict[str, object] = {
+        **dict(zip(PORT_OPTIONS, ports, strict=True)),
+        "runtime": "binary",
+        "bindAddress": "127.0.0.1",
+        "kubeApiserverBinary": binaries["kube-apiserver"],
+        "kubeControllerManagerBinary": binaries["kube-controller-manager"],
+        "kubeSchedulerBinary": binaries["kube-scheduler"],
+        "kubectlBinary": binaries["kubectl"],
+        "etcdBinary": binaries["etcd"],
+        "kwokControllerBinary": binaries["kwok"],
+        "disableQPSLimits": True,
+        "quietPull": True,
+        "kubeAuthorization": True,
+        "kubeAdmission": True,
+        "nodeLeaseDurationSeconds": 40,
+    }
+    if not member:
+        options["disable"] = ["kube-scheduler", "kwok-controller"]
+    if audit_policy is not None:
+        options["kubeAuditPolicy"] = str(audit_policy)
+    docs: list[object] = [{
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": options,
+    }]
+    if member:
+        docs.extend(d for d in yaml.safe_load_all(STAGES.read_text()) if d)
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+class Kwokctl:
+    """kwokctl with one work directory per cluster: clusters created in parallel must not
+    share kwokctl's PKI directory, or they race on its CA."""
+
+    def __init__(self, binaries: Binaries, workdir: Path) -> None:
+        self.binaries = binaries
+        self.workdir = workdir
+        self.root = workdir / "kwok"
+
+    def env(self, name: str) -> dict[str, str]:
+        env = {**os.environ, "KWOK_WORKDIR": str(self.root / name)}
+        # kwokctl looks kubectl up on PATH first: put the one built with the servers there.
+        env["PATH"] = f"{self.binaries.directory}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def pid_file(self, name: str, component: str) -> Path:
+        return self.root / name / "clusters" / name / "pids" / f"{component}.pid"
+
+    def run(self, name: str, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(
+            [self.binaries["kwokctl"], *args], env=self.env(name), timeout=timeout,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kwokctl {' '.join(args)} failed:\n{done.stdout}")
+        return done.stdout
+
+    def start_create(self, name: str, *, member: bool, log: Path, ports: list[int],
+                     audit_policy: Path | None = None) -> subprocess.Popen[bytes]:
+        config = self.workdir / f"{name}.kwokctl.yaml"
+        config.write_text(kwokctl_config(self.binaries, member=member, ports=ports,
+                                         audit_policy=audit_policy))
+        scratch = self.workdir / f"{name}.kwokctl-kubeconfig"
+        return subprocess.Popen(
+            [self.binaries["kwokctl"], "create", "cluster", "--name", name, "--config", str(config),
+             "--kubeconfig", str(scratch), "--wait", "3m"],
+            env=self.env(name), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )
+
+    def kubeconfig(self, name: str) -> str:
+        return self.run(name, "get", "kubeconfig", "--name", name)
+
+    def delete(self, name: str) -> None:
+        scratch = self.workdir / f"{name}.kwokctl-kubeconfig"
+        self.run(name, "delete", "cluster", "--name", name, "--kubeconfig", str(scratch))
+
+    def clusters(self) -> list[str]:
+        """Clusters with a work directory under this fleet's root."""
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "clusters" / p.name).exists())

@@ -1,0 +1,132 @@
+"""The thinnest real path on three real API servers (hub + 2 members).
+
+A PyTorchJob applied to the hub is matched by the seed's gang policy, bound whole to one
+member (with the exact ScheduleBindingSucceed text), dispatched as one Work, run by the agent
+with master and worker pods carrying the rendezvous environment, and its status flows back
+until the hub shows it Succeeded.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.conftest import eventually
+from e2e.localfleet import LocalFleet
+from e2e.localfleet.demo import EXAMPLES, apply_file, binding_event
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+pytestmark = pytest.mark.e2e
+
+BINDING = re.compile(
+    r"^Binding has been scheduled successfully\. Result: "
+    r"\{(member\d):0,\[\{master 1\} \{worker 2\}\]\}$")
+
+
+def seed_job(name: str, namespace: str = "default", run_for: str = "3s") -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text())
+    job = copy.deepcopy(job)
+    job["metadata"] = {"name": name, "namespace": namespace}
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"].setdefault("metadata", {})["annotations"] = {
+            "fleet.sh/sim-duration": run_for}
+    return job
+
+
+def state(job: dict[str, Any]) -> str:
+    conditions = [c["type"] for c in (job.get("status") or {}).get("conditions") or []
+                  if c.get("status") == "True"]
+    return conditions[-1] if conditions else ""
+
+
+def test_pytorchjob_flows_from_hub_to_member_and_back(fleet: LocalFleet, hub: Kube) -> None:
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
+    job = hub.create(r.PYTORCHJOBS, seed_job("thin-path", run_for="4s"))
+
+    message = eventually(lambda: binding_event(hub, job), what="ScheduleBindingSucceed event")
+    match = BINDING.match(message)
+    assert match, message
+    cluster = match.group(1)
+
+    bound = hub.get(r.PYTORCHJOBS, "thin-path", "default")
+    assert bound["metadata"]["annotations"]["fleet.sh/clusters"] == cluster
+    works, _ = hub.list(r.WORKS, f"fleet-member-{cluster}")
+    mine = [w for w in works if w["spec"]["job"]["uid"] == job["metadata"]["uid"]]
+    assert len(mine) == 1
+    assert mine[0]["spec"]["placement"]["replicas"] == {"Master": 1, "Worker": 2}
+    other = "member2" if cluster == "member1" else "member1"
+    assert not [w for w in hub.list(r.WORKS, f"fleet-member-{other}")[0]
+                if w["spec"]["job"]["uid"] == job["metadata"]["uid"]]
+
+    member = fleet.client(cluster)
+
+    def running_pods() -> list[dict[str, Any]] | None:
+        pods, _ = member.list(r.PODS, "default",
+                              label_selector="training.kubeflow.org/job-name=thin-path")
+        return pods if len(pods) == 3 and all(
+            (p.get("status") or {}).get("phase") == "Running" for p in pods) else None
+
+    pods = {p["metadata"]["name"]: p for p in eventually(running_pods, what="3 running pods")}
+    assert set(pods) == {"thin-path-master-0", "thin-path-worker-0", "thin-path-worker-1"}
+    for name, rank in (("thin-path-master-0", "0"), ("thin-path-worker-0", "1"),
+                       ("thin-path-worker-1", "2")):
+        env = {e["name"]: e.get("value") for e in pods[name]["spec"]["containers"][0]["env"]}
+        assert env["MASTER_ADDR"] == "thin-path-master-0"
+        assert env["MASTER_PORT"] == "23456"
+        assert env["WORLD_SIZE"] == "3"
+        assert env["RANK"] == rank
+        assert pods[name]["spec"]["nodeName"].startswith(f"{cluster}-node-")
+    assert pods["thin-path-master-0"]["metadata"]["labels"][
+        "training.kubeflow.org/job-role"] == "master"
+
+    eventually(lambda: state(hub.get(r.PYTORCHJOBS, "thin-path", "default")) == "Running",
+               what="hub job Running")
+    def succeeded() -> dict[str, Any] | None:
+        job = hub.get(r.PYTORCHJOBS, "thin-path", "default")
+        return job if state(job) == "Succeeded" else None
+
+    final = eventually(succeeded, what="hub job Succeeded")
+    assert final["status"]["clusters"] == [cluster]
+    assert final["status"]["replicaStatuses"]["Master"] == {"succeeded": 1}
+    assert final["status"]["replicaStatuses"]["Worker"] == {"succeeded": 2}
+    work = hub.get(r.WORKS, mine[0]["metadata"]["name"], f"fleet-member-{cluster}")
+    assert work["status"]["applied"] is True
+    assert work["status"]["state"] == "Succeeded"
+    assert {p["name"] for p in work["status"]["pods"]} == set(pods)
+
+
+def test_printer_columns_show_state_and_age(fleet: LocalFleet, hub: Kube) -> None:
+    crd = hub.get(r.CRDS, "pytorchjobs.kubeflow.org")
+    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns[:2] == ["State", "Age"]
+    table = hub.raw("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs")
+    assert table["kind"] == "PyTorchJobList"
+
+
+def test_deleting_the_hub_job_removes_its_share_on_the_member(fleet: LocalFleet,
+                                                              hub: Kube) -> None:
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
+    job = hub.create(r.PYTORCHJOBS, seed_job("short-lived", run_for="1h"))
+    message = eventually(lambda: binding_event(hub, job), what="binding")
+    cluster = BINDING.match(message).group(1)  # type: ignore[union-attr]
+    member = fleet.client(cluster)
+    eventually(lambda: member.get_or_none(r.PYTORCHJOBS, "short-lived", "default"),
+               what="job on the member")
+    hub.delete(r.PYTORCHJOBS, "short-lived", "default")
+    eventually(lambda: hub.get_or_none(r.PYTORCHJOBS, "short-lived", "default") is None,
+               what="hub job gone (dispatch finalizer released)")
+    eventually(lambda: member.get_or_none(r.PYTORCHJOBS, "short-lived", "default") is None,
+               what="member job purged")
+    works, _ = hub.list(r.WORKS, f"fleet-member-{cluster}")
+    assert not [w for w in works if w["spec"]["job"]["name"] == "short-lived"]
+
+
+def test_the_seed_job_applies_unchanged(fleet: LocalFleet, hub: Kube, tmp_path: Path) -> None:
+    applied = apply_file(hub, EXAMPLES / "pytorchjob.yaml", namespace="kube-public")
+    assert applied[0]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

@@ -1,0 +1,1 @@
+"""Typed models of every resource fleet reads or writes, and the CRDs generated from them."""

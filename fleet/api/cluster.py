@@ -1,0 +1,139 @@
+"""fleet's own API, ``fleet.sh/v1alpha1``: MemberCluster and Work.
+
+A MemberCluster is a member's registration on the hub. An admin (``kubectl fleet join``)
+creates it with the member's namespace and credentials; from then on only the member's agent
+writes its status: heartbeat, capacity and conditions.
+
+A Work is one job's share for one cluster, in namespace ``fleet-member-<cluster>``. The hub
+writes its spec; the agent applies it and writes its status. Resource amounts in capacity
+reports are integers in canonical units (cpu in millicores, memory in bytes, devices as counts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
+from fleet.api.policy import TaintEffect
+
+MEMBER_NAMESPACE_PREFIX = "fleet-member-"
+
+
+def member_namespace(cluster: str) -> str:
+    return f"{MEMBER_NAMESPACE_PREFIX}{cluster}"
+
+
+class Taint(KubeModel):
+    key: str = Field(min_length=1)
+    value: str | None = None
+    effect: TaintEffect
+
+
+class MemberClusterSpec(KubeModel):
+    taints: list[Taint] = Field(default_factory=list)
+    reservation: bool | None = Field(
+        default=None,
+        description="Reserve the nodes a decision names until the job's pods land there.",
+    )
+
+
+class NodeGroup(KubeModel):
+    """Nodes of one shape: the same free and allocatable amounts and the same labels."""
+
+    count: int = Field(ge=1)
+    allocatable: dict[str, int] = Field(default_factory=dict)
+    free: dict[str, int] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: list[str] = Field(default_factory=list, description="Names of the nodes in the group.")
+
+
+class ClusterCapacity(KubeModel):
+    observed_time: str | None = Field(
+        default=None, description="When the agent read the nodes and pods this report sums."
+    )
+    node_groups: list[NodeGroup] = Field(default_factory=list)
+    allocatable: dict[str, int] = Field(default_factory=dict)
+    free: dict[str, int] = Field(default_factory=dict)
+
+
+class MemberClusterStatus(KubeModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    last_heartbeat_time: str | None = None
+    kubernetes_version: str | None = None
+    capacity: ClusterCapacity | None = None
+    ready_nodes: int | None = None
+    free_gpus: int | None = None
+
+
+class MemberCluster(KubeModel):
+    api_version: str = "fleet.sh/v1alpha1"
+    kind: str = "MemberCluster"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: MemberClusterSpec = Field(default_factory=MemberClusterSpec)
+    status: MemberClusterStatus | None = None
+
+
+class JobReference(KubeModel):
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+class WorkPlacement(KubeModel):
+    """Which replicas of the job run in this cluster."""
+
+    cluster: str = Field(min_length=1)
+    replicas: dict[str, int] = Field(
+        default_factory=dict, description="Replica count per role in this cluster."
+    )
+    offsets: dict[str, int] = Field(
+        default_factory=dict,
+        description="Index of this cluster's first replica per role, when a job is split.",
+    )
+    nodes: list[str] = Field(default_factory=list, description="Nodes reserved for this share.")
+
+
+class WorkSpec(KubeModel):
+    job: JobReference
+    placement: WorkPlacement
+    manifests: list[dict[str, Any]] = Field(
+        min_length=1,
+        json_schema_extra=ITEMS_PRESERVED,
+        description="The job as the member must run it, then its dependencies.",
+    )
+
+
+class PodSummary(KubeModel):
+    name: str
+    role: str | None = None
+    phase: str | None = None
+    ready: bool | None = None
+    restarts: int | None = None
+    node: str | None = None
+    exit_code: int | None = None
+    start_time: str | None = None
+
+
+class WorkStatus(KubeModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    applied: bool | None = None
+    state: str | None = None
+    job_status: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE)
+    pods: list[PodSummary] = Field(default_factory=list)
+    bound_time: str | None = Field(
+        default=None, description="When the agent saw every pod of this share bound to a node."
+    )
+    observed_generation: int | None = None
+
+
+class Work(KubeModel):
+    api_version: str = "fleet.sh/v1alpha1"
+    kind: str = "Work"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: WorkSpec
+    status: WorkStatus | None = None

@@ -1,0 +1,193 @@
+"""Kubeflow training jobs, ``kubeflow.org/v1``: PyTorchJob, TFJob and MPIJob.
+
+Field names, defaults and status follow the Kubeflow training-operator v1 API so that
+manifests written for it apply unchanged. Replica-type keys are validated by CEL.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.pods import PodTemplateSpec
+
+
+class RestartPolicy(StrEnum):
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(StrEnum):
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+class ReplicaSpec(KubeModel):
+    replicas: Annotated[int, Field(ge=1, description="Pods of this type (default 1).")] = 1
+    restart_policy: RestartPolicy | None = Field(
+        default=None, description="Never, OnFailure, Always or ExitCode (default Never)."
+    )
+    template: PodTemplateSpec
+
+
+class SchedulingPolicy(KubeModel):
+    min_available: int | None = Field(default=None, ge=1)
+    queue: str | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+
+
+class RunPolicy(KubeModel):
+    clean_pod_policy: CleanPodPolicy | None = Field(
+        default=None, description="Which pods to delete when the job finishes (default None)."
+    )
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    backoff_limit: int | None = Field(default=None, ge=0)
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+
+
+class ReplicaStatus(KubeModel):
+    active: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    label_selector: dict[str, object] | None = None
+    selector: str | None = None
+
+
+class QueueInfo(KubeModel):
+    """Why a job waits on the hub, and where (hub only)."""
+
+    name: str | None = Field(default=None, description="The quota queue the job waits in.")
+    position: int | None = Field(default=None, description="0 is the head of the queue.")
+    reason: str | None = None
+    message: str | None = None
+
+
+class JobStatus(KubeModel):
+    """The Kubeflow job status: conditions Created, Running, Restarting, Succeeded, Failed,
+    Suspended; per-replica-type counts; start and completion times. On the hub a job also
+    shows a Queuing condition while it waits, ``queue`` and the ``clusters`` it runs on."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    start_time: str | None = None
+    completion_time: str | None = None
+    last_reconcile_time: str | None = None
+    restart_count: int | None = Field(
+        default=None, description="Replicas re-created so far, counted against backoffLimit."
+    )
+    queue: QueueInfo | None = None
+    clusters: list[str] = Field(default_factory=list)
+
+
+def _keys_rule(field: str, allowed: tuple[str, ...]) -> dict[str, object]:
+    names = ", ".join(allowed)
+    quoted = ", ".join(f"'{a}'" for a in allowed)
+    return {
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self.all(k, k in [{quoted}])",
+                "message": f"{field}: replica type must be one of {names}",
+            }
+        ]
+    }
+
+
+PYTORCH_TYPES = ("Master", "Worker")
+TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
+MPI_TYPES = ("Launcher", "Worker")
+
+
+class ElasticPolicy(KubeModel):
+    min_replicas: int | None = Field(default=None, ge=1)
+    max_replicas: int | None = Field(default=None, ge=1)
+    rdzv_backend: str | None = None
+    n_proc_per_node: int | None = Field(default=None, ge=1)
+
+
+class PyTorchJobSpec(KubeModel):
+    pytorch_replica_specs: Annotated[
+        dict[str, ReplicaSpec],
+        Field(
+            min_length=1,
+            max_length=len(PYTORCH_TYPES),
+            json_schema_extra=_keys_rule("spec.pytorchReplicaSpecs", PYTORCH_TYPES),
+            description="Master (at most 1 replica) and Worker replica specs.",
+        ),
+    ]
+    run_policy: RunPolicy | None = None
+    elastic_policy: ElasticPolicy | None = None
+    nproc_per_node: str | None = None
+
+
+class PyTorchJob(KubeModel):
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "PyTorchJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PyTorchJobSpec
+    status: JobStatus | None = None
+
+
+class SuccessPolicy(StrEnum):
+    DEFAULT = ""
+    ALL_WORKERS = "AllWorkers"
+
+
+class TFJobSpec(KubeModel):
+    tf_replica_specs: Annotated[
+        dict[str, ReplicaSpec],
+        Field(
+            min_length=1,
+            max_length=len(TF_TYPES),
+            json_schema_extra=_keys_rule("spec.tfReplicaSpecs", TF_TYPES),
+            description="Chief (or Master), Worker, PS and Evaluator replica specs.",
+        ),
+    ]
+    run_policy: RunPolicy | None = None
+    success_policy: SuccessPolicy | None = None
+    enable_dynamic_worker: bool | None = None
+
+
+class TFJob(KubeModel):
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "TFJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TFJobSpec
+    status: JobStatus | None = None
+
+
+class MPIJobSpec(KubeModel):
+    slots_per_worker: int | None = Field(
+        default=None, ge=1, description="MPI slots per worker in the hostfile (default 1)."
+    )
+    clean_pod_policy: CleanPodPolicy | None = Field(
+        default=None, description="Deprecated: use runPolicy.cleanPodPolicy."
+    )
+    mpi_replica_specs: Annotated[
+        dict[str, ReplicaSpec],
+        Field(
+            min_length=1,
+            max_length=len(MPI_TYPES),
+            json_schema_extra=_keys_rule("spec.mpiReplicaSpecs", MPI_TYPES),
+            description="Launcher (exactly 1 replica) and Worker replica specs.",
+        ),
+    ]
+    run_policy: RunPolicy | None = None
+    main_container: str | None = None
+
+
+class MPIJob(KubeModel):
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "MPIJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: MPIJobSpec
+    status: JobStatus | None = None

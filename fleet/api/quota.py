@@ -1,0 +1,92 @@
+"""ElasticQuotaTree (scheduling.sigs.k8s.io/v1beta1) and Queue (scheduling.x-k8s.io/v1alpha1).
+
+The tree is Kube Queue's hierarchical quota as ACK One documents it (seed 002): every node has
+``min`` (guaranteed) and ``max`` (ceiling) per resource, ``kube-queue/max-jobs`` counts jobs,
+and leaves own namespaces. The hub makes one Queue per tree node in ``kube-queue``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+from pydantic.config import JsonDict
+
+from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.pods import Quantity
+
+_NODE_RULES: JsonDict = {
+    "x-kubernetes-validations": [
+        {
+            "rule": "!has(self.children) || !has(self.namespaces) || size(self.namespaces) == 0",
+            "message": "namespaces: only leaves (nodes without children) may own namespaces",
+        },
+    ]
+}
+
+
+class QuotaNode(KubeModel):
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    min: dict[str, Quantity] = Field(default_factory=dict, description="Guaranteed amounts.")
+    max: dict[str, Quantity] = Field(default_factory=dict, description="Ceilings.")
+    namespaces: list[str] = Field(default_factory=list)
+    children: list[QuotaNode] = Field(default_factory=list)
+
+
+QuotaNode.model_config["json_schema_extra"] = _NODE_RULES
+
+
+class ElasticQuotaTreeSpec(KubeModel):
+    root: QuotaNode
+
+
+class ElasticQuotaTreeStatus(KubeModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    queues: int | None = None
+
+
+class ElasticQuotaTree(KubeModel):
+    api_version: str = "scheduling.sigs.k8s.io/v1beta1"
+    kind: str = "ElasticQuotaTree"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ElasticQuotaTreeSpec
+    status: ElasticQuotaTreeStatus | None = None
+
+
+class QueuePolicy(StrEnum):
+    PRIORITY = "Priority"
+    BLOCK = "Block"
+
+
+class QueueSpec(KubeModel):
+    queue_policy: QueuePolicy | None = Field(
+        default=None,
+        description="Priority: jobs that fit may pass one that does not (bounded); "
+        "Block: strict order. Default Priority.",
+    )
+    priority: int | None = None
+    tree: str | None = Field(default=None, description="namespace/name of the ElasticQuotaTree.")
+    path: list[str] = Field(default_factory=list, description="Node names from the root.")
+
+
+class QueueStatus(KubeModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    min: dict[str, str] = Field(default_factory=dict)
+    max: dict[str, str] = Field(default_factory=dict)
+    used: dict[str, str] = Field(default_factory=dict)
+    pending: int | None = None
+    admitted: int | None = None
+    usage: str | None = Field(default=None, description="One-line summary for kubectl get.")
+
+
+class Queue(KubeModel):
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
+    kind: str = "Queue"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: Annotated[QueueStatus | None, Field()] = None
+
+
+

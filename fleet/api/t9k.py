@@ -1,0 +1,191 @@
+"""T9k jobs, ``batch.tensorstack.dev/v1beta1``: MPIJob and TensorFlowTrainingJob (seeds 000, 003).
+
+Replica types are lower case (``worker``, ``chief``, ``ps``, ``evaluator``, ``launcher``).
+The restart policy of a replica spec overrides its template's. ``runMode`` switches a job into
+debug mode (replicas deployed, training not started) or pause mode (replicas deleted).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.kubeflow import QueueInfo, RestartPolicy
+from fleet.api.pods import ITEMS_PRESERVED, PRESERVE, OpenModel, PodTemplateSpec
+
+
+class T9kScheduler(KubeModel):
+    queue: str = Field(min_length=1)
+    priority: int | None = Field(default=None, ge=0, le=100)
+
+
+class SchedulerPolicy(KubeModel):
+    t9k_scheduler: T9kScheduler | None = None
+
+
+class ReplicaModeSpec(KubeModel):
+    """How one replica type behaves in debug mode, or comes back from pause mode."""
+
+    type: str = Field(min_length=1)
+    skip_init_container: bool | None = Field(default=None, description="Default false.")
+    command: list[str] | None = None
+    args: list[str] | None = None
+
+
+class DebugMode(KubeModel):
+    enabled: bool = False
+    replica_specs: list[ReplicaModeSpec] = Field(default_factory=list)
+
+
+PAUSE_IMMUTABLE = {
+    "x-kubernetes-validations": [
+        {
+            "rule": "!has(oldSelf.resumeSpecs) || (has(self.resumeSpecs) "
+            "&& self.resumeSpecs == oldSelf.resumeSpecs)",
+            "message": "spec.runMode.pause.resumeSpecs cannot be changed after creation",
+        }
+    ]
+}
+
+
+class PauseMode(KubeModel):
+    enabled: bool = False
+    resume_specs: list[ReplicaModeSpec] | None = None
+
+
+class RunMode(KubeModel):
+    debug: DebugMode | None = None
+    pause: Annotated[PauseMode | None, Field(json_schema_extra=PAUSE_IMMUTABLE)] = None
+
+
+class CleanUpPolicy(StrEnum):
+    NONE = "None"
+    ALL = "All"
+    UNFINISHED = "Unfinished"
+
+
+class T9kStatus(OpenModel):
+    """conditions Initialized, Running, ReplicaFailure, Completed, Failed, Paused; phase Pending,
+    Running, Paused, Resuming, Succeeded, Failed, Unknown; per-type tasks; aggregate counts."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    phase: str | None = None
+    tasks: list[dict[str, Any]] = Field(
+        default_factory=list, json_schema_extra=ITEMS_PRESERVED
+    )
+    aggregate: dict[str, int] | None = None
+    tensorboard: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE)
+    queue: QueueInfo | None = None
+    clusters: list[str] = Field(default_factory=list)
+
+
+def _mpi_worker_rule() -> dict[str, object]:
+    return {
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.template.spec.containers.exists(c, c.name == 'mpi-worker')",
+                "message": "spec.worker.template.spec.containers: a container named "
+                "'mpi-worker' is required (it runs sshd and the MPI processes)",
+            }
+        ]
+    }
+
+
+class MPIWorker(KubeModel):
+    replicas: int = Field(default=1, ge=1)
+    extra_mpi_args: list[str] = Field(
+        default_factory=list, alias="extraMPIArgs", description="Extra mpirun arguments."
+    )
+    cmd: list[str] = Field(min_length=1, description="The command each MPI process runs.")
+    template: PodTemplateSpec
+
+
+class SSHConfig(KubeModel):
+    auth_mount_path: str | None = None
+    sshd_path: str | None = Field(default=None, pattern=r"^/", description="Absolute sshd path.")
+
+
+class MPIRunPolicy(KubeModel):
+    clean_up_workers: bool | None = None
+    backoff_limit: int | None = Field(default=None, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+
+
+class MPIJobSpec(KubeModel):
+    worker: Annotated[MPIWorker, Field(json_schema_extra=_mpi_worker_rule())]
+    mca: dict[str, str] = Field(default_factory=dict, description="--mca key value pairs.")
+    ssh: SSHConfig | None = None
+    mpi_home: str | None = Field(default=None, alias="mpiHome", pattern=r"^/")
+    run_policy: MPIRunPolicy | None = None
+    scheduler: SchedulerPolicy | None = None
+    run_mode: RunMode | None = None
+
+
+class MPIJob(KubeModel):
+    api_version: str = "batch.tensorstack.dev/v1beta1"
+    kind: str = "MPIJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: MPIJobSpec
+    status: T9kStatus | None = None
+
+
+class TFReplicaType(StrEnum):
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+
+class TFReplicaSpec(KubeModel):
+    type: TFReplicaType
+    replicas: int = Field(default=1, ge=1)
+    restart_policy: RestartPolicy | None = Field(default=None, description="Default Never.")
+    template: PodTemplateSpec
+
+
+class TFRunPolicy(KubeModel):
+    backoff_limit: int | None = Field(default=None, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    clean_up_policy: CleanUpPolicy | None = None
+
+
+class TensorBoardSpec(OpenModel):
+    image: str = Field(min_length=1)
+    training_log_filesets: list[str] = Field(min_length=1)
+
+
+_UNIQUE_TYPES = {
+    "x-kubernetes-validations": [
+        {
+            "rule": "self.all(a, self.exists_one(b, b.type == a.type))",
+            "message": "spec.replicaSpecs: each replica type may appear only once",
+        },
+        {
+            "rule": "self.all(r, r.type != 'chief' || r.replicas == 1)",
+            "message": "spec.replicaSpecs: chief must have exactly 1 replica",
+        },
+    ]
+}
+
+
+class TensorFlowTrainingJobSpec(KubeModel):
+    replica_specs: Annotated[
+        list[TFReplicaSpec],
+        Field(min_length=1, max_length=4, json_schema_extra=_UNIQUE_TYPES,
+              description="chief, worker, ps and evaluator, each at most once."),
+    ]
+    run_policy: TFRunPolicy | None = None
+    scheduler: SchedulerPolicy | None = None
+    tensorboard_spec: TensorBoardSpec | None = None
+    run_mode: RunMode | None = None
+
+
+class TensorFlowTrainingJob(KubeModel):
+    api_version: str = "batch.tensorstack.dev/v1beta1"
+    kind: str = "TensorFlowTrainingJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TensorFlowTrainingJobSpec
+    status: T9kStatus | None = None

@@ -1,0 +1,88 @@
+"""Where each resource lives on the API server: group, version, plural, scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
+NODES = Resource("", "v1", "nodes", namespaced=False, kind="Node")
+PODS = Resource("", "v1", "pods", kind="Pod")
+SERVICES = Resource("", "v1", "services", kind="Service")
+CONFIGMAPS = Resource("", "v1", "configmaps", kind="ConfigMap")
+SECRETS = Resource("", "v1", "secrets", kind="Secret")
+PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", kind="ServiceAccount")
+EVENTS = Resource("", "v1", "events", kind="Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
+CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False,
+                        kind="ClusterRole")
+CLUSTERROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                               namespaced=False, kind="ClusterRoleBinding")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False,
+                kind="CustomResourceDefinition")
+PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False,
+                           kind="PriorityClass")
+SELFSUBJECTACCESSREVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                                    namespaced=False, kind="SelfSubjectAccessReview")
+
+MEMBERCLUSTERS = Resource("fleet.sh", "v1alpha1", "memberclusters", namespaced=False,
+                          kind="MemberCluster")
+WORKS = Resource("fleet.sh", "v1alpha1", "works", kind="Work")
+PROPAGATIONPOLICIES = Resource("policy.one.alibabacloud.com", "v1alpha1", "propagationpolicies",
+                               kind="PropagationPolicy")
+CLUSTERPROPAGATIONPOLICIES = Resource("policy.one.alibabacloud.com", "v1alpha1",
+                                      "clusterpropagationpolicies", namespaced=False,
+                                      kind="ClusterPropagationPolicy")
+ELASTICQUOTATREES = Resource("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees",
+                             kind="ElasticQuotaTree")
+QUEUES = Resource("scheduling.x-k8s.io", "v1alpha1", "queues", kind="Queue")
+
+PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", kind="PyTorchJob")
+TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", kind="TFJob")
+KUBEFLOW_MPIJOBS = Resource("kubeflow.org", "v1", "mpijobs", kind="MPIJob")
+T9K_MPIJOBS = Resource("batch.tensorstack.dev", "v1beta1", "mpijobs", kind="MPIJob")
+TENSORFLOWTRAININGJOBS = Resource("batch.tensorstack.dev", "v1beta1", "tensorflowtrainingjobs",
+                                  kind="TensorFlowTrainingJob")
+
+JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, T9K_MPIJOBS, TENSORFLOWTRAININGJOBS)
+
+_BY_KIND = {(r.api_version, r.kind): r for r in (
+    NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,
+    ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS, CRDS, PRIORITYCLASSES, MEMBERCLUSTERS,
+    WORKS, PROPAGATIONPOLICIES, CLUSTERPROPAGATIONPOLICIES, ELASTICQUOTATREES, QUEUES, *JOB_KINDS,
+)}
+
+
+def for_kind(api_version: str, kind: str) -> Resource:
+    try:
+        return _BY_KIND[(api_version, kind)]
+    except KeyError:
+        raise KeyError(f"fleet does not know {kind} in {api_version}") from None

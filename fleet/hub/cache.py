@@ -1,0 +1,82 @@
+"""The hub's in-memory view of the objects it decides on, fed by kopf's watches.
+
+Decisions read a consistent copy (:meth:`Cache.snapshot`), never the live dicts, so a watch
+event arriving mid-pass cannot change the inputs of a decision half-way.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Body = dict[str, Any]
+Key = tuple[str, str, str]  # (kind key, namespace, name)
+
+JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES = (
+    "jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    jobs: Mapping[Key, Body]
+    policies: Mapping[Key, Body]
+    cluster_policies: Mapping[Key, Body]
+    clusters: Mapping[Key, Body]
+    works: Mapping[Key, Body]
+    quota_trees: Mapping[Key, Body]
+
+    def works_of(self, job_uid: str) -> list[Body]:
+        return [w for w in self.works.values()
+                if w.get("spec", {}).get("job", {}).get("uid") == job_uid]
+
+
+@dataclass
+class Cache:
+    _stores: dict[str, dict[Key, Body]] = field(default_factory=lambda: {
+        name: {} for name in (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES)})
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _changed: threading.Event = field(default_factory=threading.Event)
+
+    @staticmethod
+    def key(body: Mapping[str, Any]) -> Key:
+        meta = body.get("metadata", {})
+        return (f"{body.get('apiVersion')}/{body.get('kind')}", meta.get("namespace") or "",
+                meta.get("name", ""))
+
+    def upsert(self, store: str, body: Mapping[str, Any]) -> None:
+        item = copy.deepcopy(dict(body))
+        key = self.key(item)
+        with self._lock:
+            old = self._stores[store].get(key)
+            if old is not None and _rv(old) > _rv(item):
+                return  # our own write already came back newer than this watch event
+            self._stores[store][key] = item
+        self._changed.set()
+
+    def remove(self, store: str, body: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._stores[store].pop(self.key(body), None)
+        self._changed.set()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            copies = {name: dict(store) for name, store in self._stores.items()}
+        return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
+                        copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES])
+
+    def wait_for_change(self, timeout: float) -> None:
+        self._changed.wait(timeout)
+        self._changed.clear()
+
+    def poke(self) -> None:
+        self._changed.set()
+
+
+def _rv(body: Mapping[str, Any]) -> int:
+    try:
+        return int(body.get("metadata", {}).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,76 @@
+"""kopf handlers of the hub: each one only records what it saw and wakes the scheduler.
+
+All handlers are event watchers, so kopf itself writes nothing to the watched objects (no
+progress or diff-base annotations, no finalizers): every hub write is a decision's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import kopf
+
+from fleet import metrics
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+from fleet.hub import cache as stores
+from fleet.hub.cache import Cache
+from fleet.hub.dispatch import Dispatcher
+from fleet.hub.leader import LeaderElector
+from fleet.hub.scheduler import Scheduler, Settings
+from propagation.views import FitMode
+
+log = logging.getLogger(__name__)
+CACHE = Cache()
+_STOP = threading.Event()
+
+
+def _record(store: str, kind: str, body: kopf.Body) -> None:
+    if kind == "DELETED":
+        CACHE.remove(store, body)
+    else:
+        CACHE.upsert(store, body)
+
+
+def _watch(resource: r.Resource, store: str) -> None:
+    async def handler(*, type: str, body: kopf.Body, **_: Any) -> None:
+        _record(store, type, body)
+
+    handler.__name__ = f"watch_{resource.plural}_{resource.group.replace('.', '_')}"
+    kopf.on.event(resource.group, resource.version, resource.plural)(handler)
+
+
+for _job in r.JOB_KINDS:
+    _watch(_job, stores.JOBS)
+_watch(r.PROPAGATIONPOLICIES, stores.POLICIES)
+_watch(r.CLUSTERPROPAGATIONPOLICIES, stores.CLUSTER_POLICIES)
+_watch(r.MEMBERCLUSTERS, stores.CLUSTERS)
+_watch(r.WORKS, stores.WORKS)
+
+
+@kopf.on.startup()
+def start(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.posting.enabled = False  # events are the scheduler's, with exact texts
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
+    kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
+    fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
+    scheduler = Scheduler(
+        cache=CACHE,
+        dispatcher=Dispatcher(kube),
+        elector=LeaderElector(kube, "fleet-system", "fleet-hub"),
+        settings=Settings(fit_mode=fit,
+                          heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15"))),
+    )
+    threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
+    log.info("hub scheduler started (fit mode %s)", fit.value)
+
+
+@kopf.on.cleanup()
+def stop(**_: Any) -> None:
+    _STOP.set()
+    CACHE.poke()

@@ -1,0 +1,128 @@
+"""Building the pure packages' frozen views from the objects in the hub's cache.
+
+This is where the clock enters: a member is ready only while its agent's heartbeat is fresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from fleet.api.cluster import MemberCluster
+from fleet.api.policy import (
+    CustomSchedulingType,
+    LabelSelector,
+    PropagationPolicySpec,
+    ReplicaSchedulingType,
+)
+from propagation.matching import JobIdentity, PolicyRef, Selector
+from propagation.resources import Resources
+from propagation.views import (
+    Affinity,
+    ClusterView,
+    FitMode,
+    NodeGroup,
+    PlacementRules,
+    SchedulingType,
+    Taint,
+    Toleration,
+)
+
+Body = Mapping[str, Any]
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def cluster_view(body: Body, now: datetime, heartbeat_timeout: float) -> ClusterView:
+    cluster = MemberCluster.model_validate(body)
+    status = cluster.status
+    ready, reason = True, ""
+    heartbeat = parse_time(status.last_heartbeat_time if status else None)
+    if heartbeat is None:
+        ready, reason = False, "no heartbeat from its agent yet"
+    elif (age := (now - heartbeat).total_seconds()) > heartbeat_timeout:
+        ready, reason = False, f"agent heartbeat {age:.0f}s old"
+    elif status and any(c.type == "Ready" and c.status != "True" for c in status.conditions):
+        ready, reason = False, "Ready condition is not True"
+    groups = tuple(
+        NodeGroup(g.count, Resources.of(g.free), tuple(sorted(g.labels.items())), tuple(g.nodes))
+        for g in (status.capacity.node_groups if status and status.capacity else [])
+    )
+    return ClusterView(
+        name=cluster.metadata.name,
+        ready=ready,
+        labels=tuple(sorted(cluster.metadata.labels.items())),
+        taints=tuple(Taint(t.key, t.value or "", t.effect.value) for t in cluster.spec.taints),
+        node_groups=groups,
+        not_ready_reason=reason,
+    )
+
+
+def _affinity(selector: LabelSelector | None, names: Sequence[str] = (),
+              exclude: Sequence[str] = ()) -> Affinity:
+    return Affinity(
+        cluster_names=tuple(names),
+        exclude=tuple(exclude),
+        match_labels=tuple(sorted(selector.match_labels.items())) if selector else (),
+        match_expressions=tuple(
+            (e.key, e.operator, tuple(e.values)) for e in selector.match_expressions
+        ) if selector else (),
+    )
+
+
+def policy_ref(body: Body) -> PolicyRef:
+    spec = PropagationPolicySpec.model_validate(body.get("spec", {}))
+    meta = body.get("metadata", {})
+    return PolicyRef(
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name", ""),
+        priority=spec.priority or 0,
+        selectors=tuple(
+            Selector(s.api_version, s.kind, s.namespace or "", s.name or "",
+                     _affinity(s.label_selector) if s.label_selector else None)
+            for s in spec.resource_selectors
+        ),
+    )
+
+
+def placement_rules(body: Body, default_fit: FitMode) -> PlacementRules:
+    spec = PropagationPolicySpec.model_validate(body.get("spec", {}))
+    placement = spec.placement
+    affinity = placement.cluster_affinity if placement else None
+    scheduling = placement.replica_scheduling if placement else None
+    max_clusters = 1
+    for constraint in (placement.spread_constraints if placement else []):
+        if (constraint.spread_by_field or "cluster") == "cluster" and constraint.max_groups:
+            max_clusters = max(max_clusters, constraint.max_groups)
+    return PlacementRules(
+        affinity=_affinity(affinity.label_selector if affinity else None,
+                           affinity.cluster_names if affinity else (),
+                           affinity.exclude if affinity else ()),
+        tolerations=tuple(
+            Toleration(t.key or "", t.operator or "Equal", t.value or "",
+                       t.effect.value if t.effect else "")
+            for t in (placement.cluster_tolerations if placement else [])
+        ),
+        gang=bool(scheduling and scheduling.custom_scheduling_type is CustomSchedulingType.GANG),
+        max_clusters=max_clusters,
+        scheduling_type=SchedulingType.DUPLICATED
+        if scheduling and scheduling.replica_scheduling_type is ReplicaSchedulingType.DUPLICATED
+        else SchedulingType.DIVIDED,
+        fit_mode=default_fit,
+    )
+
+
+def job_identity(body: Body) -> JobIdentity:
+    meta = body.get("metadata", {})
+    return JobIdentity(
+        api_version=body.get("apiVersion", ""),
+        kind=body.get("kind", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        labels=tuple(sorted((meta.get("labels") or {}).items())),
+    )

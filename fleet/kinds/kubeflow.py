@@ -1,0 +1,56 @@
+"""Kubeflow v1 jobs: replica specs in a map keyed by replica type, Kubeflow conditions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.clients import resources as r
+from fleet.kinds.base import Body, KindAdapter, RoleSpec, deep_copy
+from fleet.kinds.status import merge_kubeflow_status
+
+# The order conditions take in a healthy life; STATE shows the last one.
+CONDITION_ORDER = ("Queuing", "Created", "Suspended", "Running", "Restarting", "Succeeded",
+                   "Failed")
+
+
+class KubeflowAdapter(KindAdapter):
+    def __init__(self, resource: r.Resource, field: str, leaders: tuple[str, ...]) -> None:
+        self.resource = resource
+        self.field = field
+        self.leaders = leaders
+
+    def roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+        specs: Mapping[str, Any] = (body.get("spec") or {}).get(self.field) or {}
+        return [
+            RoleSpec(name, int(spec.get("replicas", 1)), spec.get("template") or {},
+                     name in self.leaders)
+            for name, spec in specs.items()
+        ]
+
+    def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
+        out = deep_copy(body)
+        specs = out["spec"][self.field]
+        for name in list(specs):
+            if counts.get(name, 0) == 0:
+                del specs[name]
+            else:
+                specs[name]["replicas"] = counts[name]
+        return out
+
+    def state(self, status: Mapping[str, Any] | None) -> str:
+        conditions = (status or {}).get("conditions") or []
+        true = [c["type"] for c in conditions if c.get("status") == "True"]
+        for terminal in ("Failed", "Succeeded"):
+            if terminal in true:
+                return terminal
+        return true[-1] if true else ""
+
+    def aggregate(self, body: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
+                  now: str) -> Body:
+        return merge_kubeflow_status(body.get("status") or {}, works, self.leaders, now)
+
+
+PYTORCH = KubeflowAdapter(r.PYTORCHJOBS, "pytorchReplicaSpecs", ("Master",))
+TF = KubeflowAdapter(r.TFJOBS, "tfReplicaSpecs", ("Chief", "Master"))
+MPI = KubeflowAdapter(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", ("Launcher",))

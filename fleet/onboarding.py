@@ -1,0 +1,160 @@
+"""Joining a member cluster to the hub, and leaving it.
+
+Joining creates, on the hub, the member's namespace ``fleet-member-<cluster>``, its
+MemberCluster, and an agent identity that can reach nothing else: a ServiceAccount whose Role
+covers Works, events and leases in that namespace only, and whose ClusterRole names just its own
+MemberCluster. On the member it installs the job CRDs the agent runs. The agent's hub
+credentials come back as a kubeconfig.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.api.cluster import member_namespace
+from fleet.clients import errors
+from fleet.clients import resources as r
+from fleet.clients.kube import Body, Kube
+
+AGENT_SA = "fleet-agent"
+FIELD_MANAGER = "fleet-join"
+AGENT_TOKEN_SECONDS = 365 * 24 * 3600
+REPO_CRDS = Path(__file__).resolve().parent.parent / "crds"
+JOB_CRD_GROUPS = ("kubeflow.org", "batch.tensorstack.dev")
+
+
+def crd_manifests(directory: Path = REPO_CRDS) -> list[Body]:
+    return [yaml.safe_load(p.read_text()) for p in sorted(directory.glob("*.yaml"))]
+
+
+def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60) -> None:
+    """Apply ``crds`` and wait until the API server serves every one of them."""
+    names = []
+    for crd in crds:
+        kube.apply(r.CRDS, crd, field_manager=FIELD_MANAGER)
+        names.append(crd["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            conditions = kube.get(r.CRDS, name).get("status", {}).get("conditions", [])
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not established after {timeout}s")
+            time.sleep(0.2)
+
+
+def agent_rbac(cluster: str) -> list[tuple[r.Resource, Body]]:
+    ns = member_namespace(cluster)
+    cluster_role = f"fleet:agent:{cluster}"
+    subject = [{"kind": "ServiceAccount", "name": AGENT_SA, "namespace": ns}]
+    return [
+        (r.SERVICEACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
+                             "metadata": {"name": AGENT_SA, "namespace": ns}}),
+        (r.ROLES, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": AGENT_SA, "namespace": ns},
+            "rules": [
+                {"apiGroups": ["fleet.sh"], "resources": ["works"],
+                 "verbs": ["get", "list", "watch", "patch", "update"]},
+                {"apiGroups": ["fleet.sh"], "resources": ["works/status"],
+                 "verbs": ["get", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+            ],
+        }),
+        (r.ROLEBINDINGS, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": AGENT_SA, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": AGENT_SA},
+            "subjects": subject,
+        }),
+        (r.CLUSTERROLES, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": cluster_role},
+            "rules": [
+                {"apiGroups": ["fleet.sh"], "resources": ["memberclusters"],
+                 "resourceNames": [cluster], "verbs": ["get", "watch"]},
+                {"apiGroups": ["fleet.sh"], "resources": ["memberclusters/status"],
+                 "resourceNames": [cluster], "verbs": ["get", "patch", "update"]},
+            ],
+        }),
+        (r.CLUSTERROLEBINDINGS, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": cluster_role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": cluster_role},
+            "subjects": subject,
+        }),
+    ]
+
+
+def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
+         labels: dict[str, str] | None = None) -> str:
+    """Register ``cluster`` on the hub; return the agent's hub kubeconfig (YAML text)."""
+    ns = member_namespace(cluster)
+    hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": ns, "labels": {"fleet.sh/cluster": cluster}}},
+              field_manager=FIELD_MANAGER)
+    hub.apply(r.MEMBERCLUSTERS, {
+        "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+        "metadata": {"name": cluster, "labels": {"fleet.sh/cluster": cluster, **(labels or {})}},
+        "spec": {},
+    }, field_manager=FIELD_MANAGER)
+    for resource, body in agent_rbac(cluster):
+        hub.apply(resource, body, field_manager=FIELD_MANAGER)
+    install_crds(member, [c for c in crd_manifests() if c["spec"]["group"] in JOB_CRD_GROUPS])
+    token = hub.create(r.SERVICEACCOUNTS, {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": AGENT_TOKEN_SECONDS},
+    }, namespace=ns, name=AGENT_SA, subresource="token")["status"]["token"]
+    return agent_kubeconfig(hub_kubeconfig, cluster, token)
+
+
+def unjoin(hub: Kube, cluster: str) -> None:
+    """Remove the member's registration, identity and namespace (its Works go with it)."""
+    name = f"fleet:agent:{cluster}"
+    hub.delete(r.CLUSTERROLEBINDINGS, name)
+    hub.delete(r.CLUSTERROLES, name)
+    hub.delete(r.MEMBERCLUSTERS, cluster)
+    hub.delete(r.NAMESPACES, member_namespace(cluster))
+
+
+def agent_kubeconfig(hub_kubeconfig: Path, cluster: str, token: str) -> str:
+    """A kubeconfig for the agent: the hub's server and CA, the agent's token, nothing else."""
+    admin: dict[str, Any] = yaml.safe_load(hub_kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    server_entry = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+    server = dict(server_entry["cluster"])
+    if "certificate-authority" in server:
+        ca_path = Path(server.pop("certificate-authority"))
+        if not ca_path.is_absolute():
+            ca_path = hub_kubeconfig.parent / ca_path
+        server["certificate-authority-data"] = base64.b64encode(ca_path.read_bytes()).decode()
+    user = f"fleet-agent-{cluster}"
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+        "clusters": [{"name": "hub", "cluster": server}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": user}}],
+    }, sort_keys=False)
+
+
+def wait_ready(kube: Kube, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kube.raw("GET", "/readyz")
+            return
+        except errors.ApiError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

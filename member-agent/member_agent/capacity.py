@@ -1,0 +1,96 @@
+"""Free capacity of a member, per node, grouped by shape: a pure function of nodes and pods.
+
+A node's free amount is its allocatable minus the requests of every pod bound to it that has
+not terminated, fleet's or not. Unschedulable nodes and nodes with a NoSchedule/NoExecute
+taint are left out. Nodes with the same free and allocatable amounts and the same GPU labels
+form one group with a count, so a report stays small however many nodes a member has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.api.quantity import canonical
+from fleet.kinds.base import pod_request
+
+GROUP_LABELS = ("nvidia.com/gpu.product", "topology.kubernetes.io/zone")
+TERMINATED = ("Succeeded", "Failed")
+REPORTED = ("cpu", "memory", "nvidia.com/gpu", "pods")
+
+
+@dataclass(frozen=True)
+class Group:
+    count: int
+    allocatable: dict[str, int]
+    free: dict[str, int]
+    labels: dict[str, str]
+    nodes: list[str]
+
+
+def _schedulable(node: Mapping[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return False
+    if any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def node_free(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+              ) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+    """node name -> (allocatable, free) for every schedulable node, in canonical units."""
+    used: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in TERMINATED:
+            continue
+        bucket = used.setdefault(node, {"pods": 0})
+        bucket["pods"] += 1
+        for name, amount in pod_request(pod).items():
+            bucket[name] = bucket.get(name, 0) + amount
+    out: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    for node in nodes:
+        if not _schedulable(node):
+            continue
+        name = node["metadata"]["name"]
+        allocatable = {k: canonical(k, v)
+                       for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()
+                       if k in REPORTED or "/" in k}
+        taken = used.get(name, {})
+        out[name] = (allocatable, {k: v - taken.get(k, 0) for k, v in allocatable.items()})
+    return out
+
+
+def group_nodes(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+                *, name_limit: int = 64) -> list[Group]:
+    labels_of = {
+        n["metadata"]["name"]: {k: v for k, v in (n["metadata"].get("labels") or {}).items()
+                                if k in GROUP_LABELS}
+        for n in nodes
+    }
+    groups: dict[tuple[object, ...], Group] = {}
+    for name, (allocatable, free) in sorted(node_free(nodes, pods).items()):
+        labels = labels_of.get(name, {})
+        key = (tuple(sorted(allocatable.items())), tuple(sorted(free.items())),
+               tuple(sorted(labels.items())))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = Group(1, allocatable, free, labels, [name])
+        else:
+            names = [*group.nodes, name] if len(group.nodes) < name_limit else group.nodes
+            groups[key] = Group(group.count + 1, allocatable, free, labels, names)
+    return sorted(groups.values(), key=lambda g: (-g.count, sorted(g.free.items())))
+
+
+def totals(groups: Sequence[Group]) -> tuple[dict[str, int], dict[str, int]]:
+    allocatable: dict[str, int] = {}
+    free: dict[str, int] = {}
+    for group in groups:
+        for k, v in group.allocatable.items():
+            allocatable[k] = allocatable.get(k, 0) + v * group.count
+        for k, v in group.free.items():
+            free[k] = free.get(k, 0) + v * group.count
+    return allocatable, free

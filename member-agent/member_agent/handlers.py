@@ -1,0 +1,89 @@
+"""kopf handlers of the agent, on its member cluster: they only record what they see and queue
+the affected job for its controller. The hub is reached through the plain client (hubsync)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import kopf
+
+from fleet import metrics
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+from member_agent.controllers.runtime import KINDS, JobController, WorkQueue
+from member_agent.hubsync import HubSync
+from member_agent.reporter import Reporter
+from member_agent.state import MemberState
+
+log = logging.getLogger(__name__)
+STATE = MemberState()
+QUEUE = WorkQueue()
+_STOP = threading.Event()
+WORKERS = 2
+
+
+def _job_handler(kind: str, resource: r.Resource) -> None:
+    async def handler(*, type: str, body: kopf.Body, **_: Any) -> None:
+        meta = body["metadata"]
+        key = (kind, meta["namespace"], meta["name"])
+        STATE.stores.put_job(key, None if type == "DELETED" else body)
+        QUEUE.add(key)
+
+    handler.__name__ = f"on_{resource.plural}"
+    kopf.on.event(resource.group, resource.version, resource.plural)(handler)
+
+
+for _kind, (_resource, _) in KINDS.items():
+    _job_handler(_kind, _resource)
+
+
+@kopf.on.event("", "v1", "pods")
+async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
+    deleted = type == "DELETED"
+    STATE.put_pod(body, deleted)
+    group = STATE.stores.put_pod(body, deleted)
+    if group is None:
+        return
+    for owner in body["metadata"].get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") in KINDS:
+            QUEUE.add((owner["kind"], group[0], group[1]))
+
+
+@kopf.on.event("", "v1", "nodes")
+async def on_node(*, type: str, body: kopf.Body, **_: Any) -> None:
+    STATE.put_node(body, type == "DELETED")
+
+
+@kopf.on.startup()
+def start(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    cluster = os.environ["FLEET_CLUSTER_NAME"]
+    metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
+    member = Kube(os.environ.get("KUBECONFIG"), pool=16)
+    hub = Kube(os.environ["FLEET_HUB_KUBECONFIG"], pool=8)
+    nodes = member.list(r.NODES)[0]
+    pods = member.list(r.PODS)[0]
+    for node in nodes:
+        STATE.put_node(node, False)
+    for pod in pods:
+        STATE.put_pod(pod, False)
+    STATE.synced.set()
+    controller = JobController(member, STATE.stores, QUEUE)
+    sync = HubSync(hub, member, cluster, STATE)
+    reporter = Reporter(hub, member, cluster, STATE,
+                        interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")))
+    threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
+    threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
+                ("heartbeat", reporter.run)]
+    for name, target in threads:
+        threading.Thread(target=target, args=(_STOP,), name=name, daemon=True).start()
+    log.info("agent for %s started", cluster)
+
+
+@kopf.on.cleanup()
+def stop(**_: Any) -> None:
+    _STOP.set()

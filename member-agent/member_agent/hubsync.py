@@ -1,0 +1,217 @@
+"""Pulling Works from the hub and applying them to the member; pushing their status back.
+
+The agent lists and watches Works in its own hub namespace (the only one it can read). A Work
+is applied with server-side apply under the field manager ``fleet-agent``, so re-applying is
+idempotent and drift on the member is put back. A Work carries the agent's finalizer: when the
+hub deletes it, the agent removes the job from the member first, honouring the purge mode.
+Status goes back as a diff: only Works whose reported status changed are written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from fleet import metrics
+from fleet.api.cluster import member_namespace
+from fleet.clients import errors
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+from fleet.clients.patches import merge_diff
+from fleet.kinds import adapter_for
+from member_agent.state import MemberState
+
+log = logging.getLogger(__name__)
+Body = dict[str, Any]
+FINALIZER = "fleet.sh/agent"
+FIELD_MANAGER = "fleet-agent"
+PURGE_MODE = "fleet.sh/purge-mode"
+
+
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class HubSync:
+    def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState) -> None:
+        self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
+        self.namespace = member_namespace(cluster)
+        self.works: dict[str, Body] = {}
+        self.reported: dict[str, Body] = {}
+        self.bound_at: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.namespaces: set[str] = set()
+
+    # -- pulling ------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    version = self.relist()
+                for kind, work in self.hub.watch(r.WORKS, self.namespace,
+                                                 resource_version=version, timeout_seconds=60):
+                    version = work["metadata"].get("resourceVersion", version)
+                    if kind == "BOOKMARK":
+                        continue
+                    self.handle(work, deleted=kind == "DELETED")
+                    if stop.is_set():
+                        return
+            except errors.ApiError as exc:
+                if exc.status == 410:
+                    version = ""
+                    continue
+                log.warning("hub watch of Works interrupted: %s", exc)
+                version = ""
+                stop.wait(1.0)
+
+    def relist(self) -> str:
+        items, version = self.hub.list(r.WORKS, self.namespace)
+        names = {w["metadata"]["name"] for w in items}
+        with self.lock:
+            for gone in set(self.works) - names:
+                self.works.pop(gone, None)
+        for work in items:
+            self.handle(work, deleted=False)
+        return version
+
+    def handle(self, work: Body, *, deleted: bool) -> None:
+        name = work["metadata"]["name"]
+        if deleted:
+            with self.lock:
+                self.works.pop(name, None)
+                self.reported.pop(name, None)
+            return
+        try:
+            if work["metadata"].get("deletionTimestamp"):
+                self.purge(work)
+            else:
+                self.apply(work)
+        except errors.ApiError as exc:
+            log.warning("work %s not applied: %s", name, exc)
+
+    def apply(self, work: Body) -> None:
+        meta = work["metadata"]
+        if FINALIZER not in (meta.get("finalizers") or []):
+            work = self.hub.patch(r.WORKS, meta["name"], {"metadata": {
+                "resourceVersion": meta["resourceVersion"],
+                "finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}, self.namespace)
+        for manifest in work["spec"]["manifests"]:
+            namespace = manifest["metadata"].get("namespace")
+            if namespace and namespace not in self.namespaces:
+                self.member.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": namespace}},
+                                  field_manager=FIELD_MANAGER)
+                self.namespaces.add(namespace)
+            resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
+            self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
+        with self.lock:
+            first = work["metadata"]["name"] not in self.works
+            self.works[work["metadata"]["name"]] = work
+            if first and (work.get("status") or {}).get("boundTime"):
+                self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
+        if first:
+            metrics.WORKS_APPLIED.labels(self.cluster).inc()
+            log.info("applied work %s", work["metadata"]["name"])
+        self.state.changed.set()
+
+    def purge(self, work: Body) -> None:
+        """Remove the Work's objects from the member, then let the hub delete the Work."""
+        meta = work["metadata"]
+        mode = (meta.get("annotations") or {}).get(PURGE_MODE, "Immediately")
+        if mode != "Never":
+            for manifest in work["spec"]["manifests"]:
+                resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
+                self.member.delete(resource, manifest["metadata"]["name"],
+                                   manifest["metadata"].get("namespace"),
+                                   propagation="Background")
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        try:
+            self.hub.patch(r.WORKS, meta["name"], {"metadata": {
+                "resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},
+                self.namespace)
+        except errors.NotFound:
+            pass
+        with self.lock:
+            self.works.pop(meta["name"], None)
+            self.reported.pop(meta["name"], None)
+
+    # -- pushing status --------------------------------------------------------------------
+    def report_loop(self, stop: threading.Event, interval: float = 0.5) -> None:
+        while not stop.is_set():
+            try:
+                self.report_once()
+            except Exception:  # keep reporting whatever one Work does
+                log.exception("work status report failed")
+            stop.wait(interval)
+
+    def report_once(self) -> None:
+        with self.lock:
+            works = list(self.works.values())
+        for work in works:
+            name = work["metadata"]["name"]
+            status = self.work_status(work)
+            before = self.reported.get(name) or work.get("status") or {}
+            patch = merge_diff(before, status)
+            if not patch:
+                self.reported[name] = status
+                continue
+            try:
+                self.hub.patch(r.WORKS, name, {"status": patch}, self.namespace,
+                               subresource="status")
+                self.reported[name] = status
+            except errors.NotFound:
+                continue
+
+    def work_status(self, work: Mapping[str, Any]) -> Body:
+        manifest = work["spec"]["manifests"][0]
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta["namespace"], meta["name"])
+        job, job_pods = self.state.stores.read(key)
+        adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
+        job_status = (job or {}).get("status") or {}
+        expected = sum(role.replicas for role in adapter.roles(manifest))
+        pods = [_summary(p) for p in sorted(job_pods, key=lambda p: p["metadata"]["name"])]
+        name = work["metadata"]["name"]
+        if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
+            self.bound_at[name] = stamp()
+        status: Body = {
+            "applied": job is not None,
+            "state": adapter.state(job_status) or ("Applied" if job else "Pending"),
+            "jobStatus": job_status or None,
+            "pods": pods,
+            "conditions": [{"type": "Applied", "status": "True" if job else "False",
+                            "reason": "AppliedToMember" if job else "Applying",
+                            "message": f"job applied on {self.cluster}" if job else "",
+                            "lastTransitionTime": work["metadata"].get("creationTimestamp")}],
+        }
+        if name in self.bound_at:
+            status["boundTime"] = self.bound_at[name]
+        return status
+
+
+def _summary(pod: Mapping[str, Any]) -> Body:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    exit_code = None
+    for item in containers:
+        terminated = (item.get("state") or {}).get("terminated")
+        if terminated is not None:
+            exit_code = terminated.get("exitCode")
+    summary: Body = {
+        "name": meta["name"],
+        "role": (meta.get("labels") or {}).get("training.kubeflow.org/replica-type"),
+        "phase": status.get("phase") or "Pending",
+        "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
+                     for c in status.get("conditions") or []),
+        "restarts": sum(int(c.get("restartCount", 0)) for c in containers),
+        "node": spec.get("nodeName"),
+        "exitCode": exit_code,
+        "startTime": status.get("startTime"),
+    }
+    return {k: v for k, v in summary.items() if v is not None}
+
+

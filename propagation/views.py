@@ -1,0 +1,118 @@
+"""Frozen views of what the hub knows, as the pure decisions take them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from propagation.resources import Resources
+
+
+@dataclass(frozen=True)
+class Role:
+    """One replica type of a job: how many replicas and what each one requests."""
+
+    name: str
+    replicas: int
+    request: Resources
+    leader: bool = False  # master, launcher or chief: goes with the largest share
+
+    @property
+    def total(self) -> Resources:
+        return self.request.scaled(self.replicas)
+
+
+@dataclass(frozen=True)
+class JobDemand:
+    key: str  # "<kind>/<namespace>/<name>", unique on the hub
+    roles: tuple[Role, ...]
+
+    @property
+    def total(self) -> Resources:
+        out = Resources()
+        for role in self.roles:
+            out = out + role.total
+        return out
+
+    @property
+    def replicas(self) -> int:
+        return sum(role.replicas for role in self.roles)
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """``count`` nodes that each have ``free`` available; ``nodes`` names them when known."""
+
+    count: int
+    free: Resources
+    labels: tuple[tuple[str, str], ...] = ()
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    name: str
+    ready: bool
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    node_groups: tuple[NodeGroup, ...] = ()
+    not_ready_reason: str = ""
+
+    @property
+    def free(self) -> Resources:
+        out = Resources()
+        for group in self.node_groups:
+            out = out + group.free.scaled(group.count)
+        return out
+
+
+class FitMode(StrEnum):
+    NODE_AWARE = "NodeAware"  # every replica must fit on one node (default)
+    SUMMED = "Summed"  # the job's total must fit the cluster's summed free capacity
+
+
+class SchedulingType(StrEnum):
+    DIVIDED = "Divided"
+    DUPLICATED = "Duplicated"
+
+
+@dataclass(frozen=True)
+class Affinity:
+    cluster_names: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # key, operator, values
+
+
+@dataclass(frozen=True)
+class PlacementRules:
+    """The placement part of the governing policy, already defaulted."""
+
+    affinity: Affinity = field(default_factory=Affinity)
+    tolerations: tuple[Toleration, ...] = ()
+    gang: bool = True
+    max_clusters: int = 1  # > 1 only when spreadConstraints allow a split
+    scheduling_type: SchedulingType = SchedulingType.DIVIDED
+    fit_mode: FitMode = FitMode.NODE_AWARE

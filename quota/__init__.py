@@ -1,0 +1,1 @@
+"""Pure quota decisions: the ElasticQuotaTree model, usage accounting, admission and ordering."""
