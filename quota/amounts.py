@@ -1,0 +1,28 @@
+"""Resource amounts as plain integer maps (canonical units: cpu in millicores, memory in bytes,
+devices and ``kube-queue/max-jobs`` as counts). The shell converts quantities before calling in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+Amounts = Mapping[str, int]
+MAX_JOBS = "kube-queue/max-jobs"
+
+
+def add(*amounts: Amounts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for each in amounts:
+        for name, value in each.items():
+            out[name] = out.get(name, 0) + value
+    return out
+
+
+def total(amounts: Iterable[Amounts]) -> dict[str, int]:
+    return add(*amounts)
+
+
+def over(used: Amounts, limit: Amounts) -> dict[str, tuple[int, int]]:
+    """Resources named in ``limit`` that ``used`` exceeds: name -> (used, limit)."""
+    return {name: (used.get(name, 0), cap) for name, cap in limit.items()
+            if used.get(name, 0) > cap}
