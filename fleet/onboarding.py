@@ -26,7 +26,6 @@ AGENT_SA = "fleet-agent"
 FIELD_MANAGER = "fleet-join"
 AGENT_TOKEN_SECONDS = 365 * 24 * 3600
 REPO_CRDS = Path(__file__).resolve().parent.parent / "crds"
-JOB_CRD_GROUPS = ("kubeflow.org", "batch.tensorstack.dev")
 
 
 def crd_manifests(directory: Path = REPO_CRDS) -> list[Body]:
@@ -42,12 +41,27 @@ def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60) -> No
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
-            conditions = kube.get(r.CRDS, name).get("status", {}).get("conditions", [])
+            crd = kube.get(r.CRDS, name)
+            conditions = crd.get("status", {}).get("conditions", [])
             if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                break
+                served = _served(kube, crd)
+                if served:
+                    break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"CRD {name} not established after {timeout}s")
             time.sleep(0.2)
+
+
+def _served(kube: Kube, crd: Body) -> bool:
+    """An established CRD can still answer 429 while its storage initialises."""
+    spec = crd["spec"]
+    resource = r.Resource(spec["group"], spec["versions"][0]["name"], spec["names"]["plural"],
+                          namespaced=spec["scope"] == "Namespaced")
+    try:
+        kube.list(resource, limit=1)
+    except errors.ApiError:
+        return False
+    return True
 
 
 def agent_rbac(cluster: str) -> list[tuple[r.Resource, Body]]:
@@ -111,7 +125,9 @@ def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
     }, field_manager=FIELD_MANAGER)
     for resource, body in agent_rbac(cluster):
         hub.apply(resource, body, field_manager=FIELD_MANAGER)
-    install_crds(member, [c for c in crd_manifests() if c["spec"]["group"] in JOB_CRD_GROUPS])
+    # Every CRD, not only the job kinds the agent runs: manifests written for the hub (policies,
+    # quota trees) then apply unchanged to a member too.
+    install_crds(member, crd_manifests())
     token = hub.create(r.SERVICEACCOUNTS, {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": AGENT_TOKEN_SECONDS},

@@ -118,9 +118,10 @@ class LocalFleet:
         gpus = sum(s.count * s.gpus for s in shapes)
         self.say(f"{name}: joined ({sum(s.count for s in shapes)} nodes, {gpus} GPUs)")
 
-    def start_hub(self) -> None:
-        self._spawn("hub", [sys.executable, "-m", "fleet.hub", *self.hub_args],
-                    {"KUBECONFIG": str(self.kubeconfig(HUB))})
+    def start_hub(self, name: str = "hub") -> None:
+        self._spawn(name, [sys.executable, "-m", "fleet.hub", *self.hub_args],
+                    {"KUBECONFIG": str(self.kubeconfig(HUB)),
+                     "FLEET_WEBHOOK_PORT": str(free_ports(1)[0])})
 
     def start_agent(self, name: str) -> None:
         self._spawn(f"agent-{name}",

@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+
+
+def to_camel(name: str) -> str:
+    """``t9k_scheduler`` -> ``t9kScheduler`` (pydantic's own would give ``t9KScheduler``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 class KubeModel(BaseModel):

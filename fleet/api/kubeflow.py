@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Annotated
 
 from pydantic import Field
+from pydantic.config import JsonDict, JsonValue
 
 from fleet.api.base import Condition, KubeModel, ObjectMeta
 from fleet.api.pods import PodTemplateSpec
@@ -89,19 +90,34 @@ class JobStatus(KubeModel):
     clusters: list[str] = Field(default_factory=list)
 
 
-def _keys_rule(field: str, allowed: tuple[str, ...]) -> dict[str, object]:
+def _rule(rule: str, message: str) -> JsonDict:
+    return {"rule": rule, "message": message}
+
+
+def _replica_rules(field: str, allowed: tuple[str, ...], container: str,
+                   *extra: JsonDict) -> JsonDict:
+    """CEL rules on a map of replica specs: known types, the kind's container in each."""
     names = ", ".join(allowed)
     quoted = ", ".join(f"'{a}'" for a in allowed)
-    return {
-        "x-kubernetes-validations": [
-            {
-                "rule": f"self.all(k, k in [{quoted}])",
-                "message": f"{field}: replica type must be one of {names}",
-            }
-        ]
-    }
+    rules: list[JsonValue] = [
+        _rule(f"self.all(k, k in [{quoted}])", f"{field}: replica type must be one of {names}"),
+        _rule(f"self.all(k, self[k].template.spec.containers.exists(c, c.name == '{container}'))",
+              f"{field}[*].template.spec.containers: each replica type needs a container named "
+              f"'{container}'"),
+        *extra,
+    ]
+    return {"x-kubernetes-validations": rules}
 
 
+def _exactly_one(field: str, role: str) -> JsonDict:
+    return _rule(f"!('{role}' in self) || !has(self['{role}'].replicas) "
+                 f"|| self['{role}'].replicas == 1",
+                 f"{field}.{role}.replicas: must be 1")
+
+
+# More entries than a kind has types, so that an unknown type meets the CEL rule naming the
+# allowed ones rather than a bare size error, while CEL cost stays bounded.
+MAX_REPLICA_TYPES = 8
 PYTORCH_TYPES = ("Master", "Worker")
 TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 MPI_TYPES = ("Launcher", "Worker")
@@ -119,8 +135,10 @@ class PyTorchJobSpec(KubeModel):
         dict[str, ReplicaSpec],
         Field(
             min_length=1,
-            max_length=len(PYTORCH_TYPES),
-            json_schema_extra=_keys_rule("spec.pytorchReplicaSpecs", PYTORCH_TYPES),
+            max_length=MAX_REPLICA_TYPES,
+            json_schema_extra=_replica_rules(
+                "spec.pytorchReplicaSpecs", PYTORCH_TYPES, "pytorch",
+                _exactly_one("spec.pytorchReplicaSpecs", "Master")),
             description="Master (at most 1 replica) and Worker replica specs.",
         ),
     ]
@@ -147,8 +165,13 @@ class TFJobSpec(KubeModel):
         dict[str, ReplicaSpec],
         Field(
             min_length=1,
-            max_length=len(TF_TYPES),
-            json_schema_extra=_keys_rule("spec.tfReplicaSpecs", TF_TYPES),
+            max_length=MAX_REPLICA_TYPES,
+            json_schema_extra=_replica_rules(
+                "spec.tfReplicaSpecs", TF_TYPES, "tensorflow",
+                _rule("!('Chief' in self && 'Master' in self)",
+                      "spec.tfReplicaSpecs: Chief and Master are one role; set only one"),
+                _exactly_one("spec.tfReplicaSpecs", "Chief"),
+                _exactly_one("spec.tfReplicaSpecs", "Master")),
             description="Chief (or Master), Worker, PS and Evaluator replica specs.",
         ),
     ]
@@ -176,8 +199,13 @@ class MPIJobSpec(KubeModel):
         dict[str, ReplicaSpec],
         Field(
             min_length=1,
-            max_length=len(MPI_TYPES),
-            json_schema_extra=_keys_rule("spec.mpiReplicaSpecs", MPI_TYPES),
+            max_length=MAX_REPLICA_TYPES,
+            json_schema_extra={"x-kubernetes-validations": [
+                _rule("self.all(k, k in ['Launcher', 'Worker'])",
+                      "spec.mpiReplicaSpecs: replica type must be one of Launcher, Worker"),
+                _rule("'Launcher' in self", "spec.mpiReplicaSpecs.Launcher: is required"),
+                _exactly_one("spec.mpiReplicaSpecs", "Launcher"),
+            ]},
             description="Launcher (exactly 1 replica) and Worker replica specs.",
         ),
     ]

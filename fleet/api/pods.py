@@ -30,6 +30,9 @@ PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 ITEMS_PRESERVED: JsonDict = {"items": {"type": "object", **PRESERVE}}
 
 
+MAX_CONTAINERS = 32  # bounds the cost of CEL rules that look for a container by name
+
+
 class OpenModel(KubeModel):
     """A model whose unnamed fields are kept, in Python and in the API server."""
 
@@ -51,9 +54,9 @@ class Container(OpenModel):
 
 class PodSpec(OpenModel):
     containers: list[Container] = Field(
-        min_length=1, description="At least one container, as in a Pod."
+        min_length=1, max_length=MAX_CONTAINERS, description="At least one container, as in a Pod."
     )
-    init_containers: list[Container] | None = None
+    init_containers: list[Container] | None = Field(default=None, max_length=MAX_CONTAINERS)
     priority_class_name: str | None = None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from fleet.api.base import KubeModel, ObjectMeta
 
@@ -53,6 +53,11 @@ class Toleration(KubeModel):
 
 
 class SpreadConstraint(KubeModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!has(self.minGroups) || !has(self.maxGroups) || self.minGroups <= self.maxGroups",
+        "message": "spec.placement.spreadConstraints[*].minGroups: must not exceed maxGroups",
+    }]})
+
     spread_by_field: str | None = Field(default=None, pattern=r"^(cluster|region|zone|provider)$")
     spread_by_label: str | None = None
     max_groups: int | None = Field(default=None, ge=1)

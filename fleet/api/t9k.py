@@ -164,8 +164,13 @@ _UNIQUE_TYPES = {
             "message": "spec.replicaSpecs: each replica type may appear only once",
         },
         {
-            "rule": "self.all(r, r.type != 'chief' || r.replicas == 1)",
+            "rule": "self.all(r, r.type != 'chief' || !has(r.replicas) || r.replicas == 1)",
             "message": "spec.replicaSpecs: chief must have exactly 1 replica",
+        },
+        {
+            "rule": "self.all(r, r.template.spec.containers.exists(c, c.name == 'tensorflow'))",
+            "message": "spec.replicaSpecs[*].template.spec.containers: each replica type needs "
+            "a container named 'tensorflow'",
         },
     ]
 }

@@ -58,6 +58,7 @@ class Kube:
         self.host = cast(str, config.host)
         self._api = kubernetes.client.ApiClient(config)
         self._timeout = timeout
+        self.warnings: list[str] = []  # the API server's warnings for the last request
 
     def close(self) -> None:
         self._api.close()
@@ -83,6 +84,7 @@ class Kube:
             raise _translate(exc) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise errors.Unreachable(0, "Unreachable", str(exc)) from exc
+        self.warnings = _warnings(response.response.headers)
         if response.status >= 300:
             raise _error(response.status, response.reason or "", response.read())
         if stream:
@@ -209,6 +211,18 @@ class Kube:
     def raw(self, method: str, path: str, body: object = None) -> Body:
         """An arbitrary request (health checks, discovery, access reviews)."""
         return cast(Body, self._call(method, path, body=body))
+
+
+def _warnings(headers: Any) -> list[str]:
+    """Texts of ``Warning: 299 - "text"`` response headers."""
+    values = headers.getlist("Warning") if hasattr(headers, "getlist") else []
+    out = []
+    for value in values:
+        text = str(value)
+        if text.startswith("299 - "):
+            text = text[len("299 - "):]
+        out.append(text.strip().strip('"'))
+    return out
 
 
 def _namespace_of(body: Mapping[str, object]) -> str | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -16,6 +18,7 @@ import kopf
 from fleet import metrics
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.hub import admission, certs
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
@@ -49,6 +52,8 @@ _watch(r.PROPAGATIONPOLICIES, stores.POLICIES)
 _watch(r.CLUSTERPROPAGATIONPOLICIES, stores.CLUSTER_POLICIES)
 _watch(r.MEMBERCLUSTERS, stores.CLUSTERS)
 _watch(r.WORKS, stores.WORKS)
+_watch(r.ELASTICQUOTATREES, stores.QUOTA_TREES)
+admission.register(CACHE)
 
 
 @kopf.on.startup()
@@ -57,6 +62,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
+    _serve_webhook(settings)
     kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(
@@ -68,6 +74,26 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
     log.info("hub scheduler started (fit mode %s)", fit.value)
+
+
+def _serve_webhook(settings: kopf.OperatorSettings) -> None:
+    """Serve the validating webhook on FLEET_WEBHOOK_PORT (127.0.0.1 unless FLEET_WEBHOOK_HOST)
+    and let kopf keep the ValidatingWebhookConfiguration ``fleet.sh`` pointing at it."""
+    port = int(os.environ.get("FLEET_WEBHOOK_PORT", "0"))
+    if not port:
+        log.warning("FLEET_WEBHOOK_PORT is not set: checks that span objects run only as "
+                    "controller conditions")
+        return
+    host = os.environ.get("FLEET_WEBHOOK_HOST", "127.0.0.1")
+    cert, key = os.environ.get("FLEET_WEBHOOK_CERT"), os.environ.get("FLEET_WEBHOOK_KEY")
+    if not (cert and key):
+        directory = Path(tempfile.mkdtemp(prefix="fleet-webhook-"))
+        cert_path, key_path = certs.self_signed([host], directory)
+        cert, key = str(cert_path), str(key_path)
+    settings.admission.server = kopf.WebhookServer(
+        addr=os.environ.get("FLEET_WEBHOOK_ADDR", "127.0.0.1"), port=port, host=host,
+        certfile=cert, pkeyfile=key, cafile=cert)
+    settings.admission.managed = "fleet.sh"
 
 
 @kopf.on.cleanup()

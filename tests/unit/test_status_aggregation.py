@@ -38,7 +38,8 @@ def test_a_failure_anywhere_fails_the_hub_job() -> None:
                  {"Worker": {"failed": 1}})
     status = merge_kubeflow_status({}, [lead, other], ["Master"], "now")
     failed = [c for c in status["conditions"] if c["type"] == "Failed"]
-    assert failed and failed[0]["message"].startswith("m2: ")
+    assert failed
+    assert failed[0]["message"].startswith("m2: ")
     assert not [c for c in status["conditions"] if c["type"] == "Running"]
 
 
