@@ -1,0 +1,25 @@
+"""Queue names: one Queue per quota-tree node, named stably from its path."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+MAX_NAME = 63
+
+
+def queue_names(paths: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+    """``("root", "child-2")`` -> ``root-child-2``; a hash suffix only where two paths
+    would collide or a name would be too long, so names survive edits of other nodes."""
+    paths = sorted(set(paths))
+    plain = {p: "-".join(p).lower() for p in paths}
+    seen: dict[str, int] = {}
+    for name in plain.values():
+        seen[name] = seen.get(name, 0) + 1
+    out = {}
+    for path, name in plain.items():
+        if seen[name] > 1 or len(name) > MAX_NAME:
+            digest = hashlib.sha256("/".join(path).encode()).hexdigest()[:6]
+            name = f"{name[: MAX_NAME - 7].rstrip('-')}-{digest}"
+        out[path] = name
+    return out

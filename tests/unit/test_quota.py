@@ -1,0 +1,207 @@
+"""The quota engine: tables from the seeds, and properties over random trees and job streams."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quota.amounts import MAX_JOBS
+from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
+from quota.queues import queue_names
+from quota.tree import QuotaNode, walk
+from quota.validation import validate_tree
+
+GPU = "nvidia.com/gpu"
+
+
+def seed_tree() -> QuotaNode:
+    """Seed 002's tree: child-2 owns default and lets one job out at a time."""
+    return QuotaNode("root", min={"cpu": 9_999_000, "memory": 40 * 2**30},
+                     max={"cpu": 999_900_000, "memory": 400_000 * 2**30, MAX_JOBS: 10**10,
+                          GPU: 100_000},
+                     children=(QuotaNode("child-2", max={MAX_JOBS: 1, "cpu": 10_000_000,
+                                                         GPU: 10_000,
+                                                         "memory": 10_000 * 2**30},
+                                         namespaces=("default",)),))
+
+
+def job(name: str, ns: str = "default", gpus: int = 1, priority: int = 0,
+        created: str = "2026-01-01T00:00:00Z") -> Job:
+    return Job(f"PyTorchJob/{ns}/{name}", ns, {GPU: gpus, "cpu": 1000}, priority, created)
+
+
+def test_max_jobs_lets_one_job_out_at_a_time() -> None:
+    first, second = job("a", created="2026-01-01T00:00:01Z"), job("b", created="2026-01-01T00:00:02Z")
+    admission = AdmissionPass(seed_tree(), [], [first, second])
+    assert admission.queues()["root/child-2"] == [first, second]
+    assert admission.check(first).fits
+    admission.admit(first, "2026-01-01T00:00:03Z")
+    verdict = admission.check(second)
+    assert not verdict.fits
+    assert verdict.reason == "quota root/child-2: kube-queue/max-jobs used 1 + requested 1 > max 1"
+
+
+def test_a_namespace_no_leaf_owns_waits_with_a_reason() -> None:
+    verdict = AdmissionPass(seed_tree(), [], []).check(job("x", ns="elsewhere"))
+    assert not verdict.fits
+    assert verdict.reason == "no quota leaf owns namespace 'elsewhere'"
+
+
+def test_order_is_priority_then_creation() -> None:
+    early = job("early", created="2026-01-01T00:00:01Z")
+    late_urgent = job("urgent", priority=10, created="2026-01-01T00:00:09Z")
+    admission = AdmissionPass(seed_tree(), [], [early, late_urgent])
+    assert admission.candidates() == [late_urgent, early]
+
+
+def two_teams(policy: QueuePolicy = QueuePolicy.PRIORITY) -> tuple[QuotaNode, dict[str, QueuePolicy]]:
+    root = QuotaNode("root", min={GPU: 8}, max={GPU: 8}, children=(
+        QuotaNode("a", min={GPU: 4}, max={GPU: 8}, namespaces=("team-a",)),
+        QuotaNode("b", min={GPU: 4}, max={GPU: 8}, namespaces=("team-b",)),
+    ))
+    return root, {"root/a": policy, "root/b": policy}
+
+
+def test_a_leaf_borrows_idle_quota_then_the_owner_reclaims_it() -> None:
+    root, policies = two_teams()
+    borrowed = [Holding(job(f"a{i}", "team-a", gpus=2, created=f"2026-01-01T00:00:0{i}Z"),
+                        f"2026-01-01T00:01:0{i}Z") for i in range(4)]  # team-a uses all 8
+    claim = job("b0", "team-b", gpus=4, created="2026-01-01T00:02:00Z")
+    admission = AdmissionPass(root, borrowed, [claim], policies)
+    verdict = admission.check(claim)
+    assert verdict.fits
+    assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/a3", "PyTorchJob/team-a/a2"]
+    admission.admit(claim, "2026-01-01T00:02:01Z", verdict.victims)
+    assert admission.usage("root")[GPU] == 8
+
+
+def test_no_reclaim_beyond_the_guarantee() -> None:
+    root, policies = two_teams()
+    borrowed = [Holding(job(f"a{i}", "team-a", gpus=2), f"2026-01-01T00:01:0{i}Z")
+                for i in range(4)]
+    greedy = job("b0", "team-b", gpus=6)  # b's min is 4
+    verdict = AdmissionPass(root, borrowed, [greedy], policies).check(greedy)
+    assert not verdict.fits
+    assert not verdict.victims
+
+
+def test_block_policy_keeps_strict_order_and_priority_policy_lets_small_jobs_pass() -> None:
+    root, _ = two_teams()
+    big, small = job("big", "team-a", gpus=9, created="1"), job("small", "team-a", created="2")
+    for policy, small_goes in ((QueuePolicy.BLOCK, False), (QueuePolicy.PRIORITY, True)):
+        admission = AdmissionPass(root, [], [big, small], {"root/a": policy})
+        assert not admission.check(big).fits
+        admission.wait(big)
+        assert admission.check(small).fits is small_goes
+
+
+def test_a_starving_job_blocks_its_queue_after_the_bound() -> None:
+    root, _ = two_teams()
+    big = job("big", "team-a", gpus=8, created="2026-01-01T00:00:00Z")
+    passed = [Holding(job(f"s{i}", "team-a", created=f"2026-01-01T00:00:0{i + 1}Z"),
+                      f"2026-01-01T00:01:0{i}Z") for i in range(2)]
+    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
+    admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
+                              starvation_bound=2)
+    assert admission.bypassed(big) == 2
+    assert not admission.check(big).fits
+    admission.wait(big)
+    verdict = admission.check(small)
+    assert not verdict.fits
+    assert "waits for PyTorchJob/team-a/big first" in verdict.reason
+
+
+def test_queue_names_are_stable_paths() -> None:
+    names = queue_names(p.path for p in walk(seed_tree()))
+    assert names == {("root",): "root", ("root", "child-2"): "root-child-2"}
+    clash = queue_names([("a-b", "c"), ("a", "b-c")])
+    assert len(set(clash.values())) == 2
+
+
+def test_seed_tree_is_valid_with_a_root_min_warning() -> None:
+    verdict = validate_tree(seed_tree(), namespace="kube-system", name="elasticquotatree")
+    assert verdict.errors == ()
+    assert len(verdict.warnings) == 1
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> QuotaNode:
+    counter = iter(range(1000))
+
+    def node(depth: int, budget: int) -> QuotaNode:
+        name = f"n{next(counter)}"
+        maximum = draw(st.integers(0, budget))
+        minimum = draw(st.integers(0, maximum))
+        if depth >= 2 or draw(st.booleans()):
+            return QuotaNode(name, {GPU: minimum}, {GPU: maximum, MAX_JOBS: draw(
+                st.integers(1, 6))}, namespaces=(f"ns-{name}",))
+        count = draw(st.integers(1, 3))
+        children = []
+        left = minimum
+        for _ in range(count):
+            child = node(depth + 1, maximum)
+            share = min(child.min.get(GPU, 0), left)
+            left -= share
+            children.append(QuotaNode(child.name, {GPU: share}, child.max, child.namespaces,
+                                      child.children))
+        return QuotaNode(name, {GPU: minimum}, {GPU: maximum}, children=tuple(children))
+
+    return node(0, 16)
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees(), st.lists(st.tuples(st.integers(0, 20), st.integers(0, 6), st.integers(0, 3)),
+                         max_size=30))
+def test_random_streams_never_exceed_max_anywhere(root: QuotaNode,
+                                                  stream: list[tuple[int, int, int]]) -> None:
+    leaves = [p for p in walk(root) if p.node.is_leaf]
+    pending = [job(f"j{i}", leaves[pick % len(leaves)].node.namespaces[0], gpus=gpus,
+                   priority=prio, created=f"2026-01-01T00:00:{i:02d}Z")
+               for i, (pick, gpus, prio) in enumerate(stream)]
+    admission = AdmissionPass(root, [], pending)
+    holding: dict[str, Job] = {}
+    for i, candidate in enumerate(admission.candidates()):
+        verdict = admission.check(candidate)
+        if verdict.fits:
+            admission.admit(candidate, f"2026-01-02T00:00:{i:02d}Z", verdict.victims)
+            for victim in verdict.victims:
+                holding.pop(victim.job.key)
+            holding[candidate.key] = candidate
+        else:
+            admission.wait(candidate)
+    for placed in walk(root):  # recompute usage from what is admitted
+        members = [j for j in holding.values()
+                   if any(p.node.namespaces and j.namespace in p.node.namespaces
+                          for p in walk(placed.node))]
+        for resource, limit in placed.node.max.items():
+            used = len(members) if resource == MAX_JOBS else sum(
+                j.request.get(resource, 0) for j in members)
+            assert used <= limit, f"{placed.key} {resource}: {used} > {limit}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees(), st.integers(0, 40))
+def test_a_leaf_within_its_min_always_gets_its_job_in(root: QuotaNode, seed: int) -> None:
+    leaves = [p for p in walk(root) if p.node.is_leaf]
+    target = leaves[seed % len(leaves)]
+    others = [p for p in leaves if p is not target]
+    holdings = []
+    for i, other in enumerate(others):  # every other leaf greedily takes what its max allows
+        for k in range(other.node.max.get(GPU, 0)):
+            holdings.append(Holding(job(f"o{i}-{k}", other.node.namespaces[0], gpus=1),
+                                    f"2026-01-01T00:00:{k:02d}Z"))
+    admission = AdmissionPass(root, [], [])
+    kept = []
+    for h in holdings:
+        if admission.check(h.job).fits:
+            admission.admit(h.job, h.admitted)
+            kept.append(h)
+    guarantee = target.node.min.get(GPU, 0)
+    want = job("mine", target.node.namespaces[0], gpus=guarantee)
+    fresh = AdmissionPass(root, kept, [want])
+    jobs_cap = min(p.node.max.get(MAX_JOBS, 10**9) for p in walk(root)
+                   if target.path[:len(p.path)] == p.path)
+    if guarantee and jobs_cap >= 1 and all(
+            guarantee <= p.node.max.get(GPU, 10**9) for p in walk(root)
+            if target.path[:len(p.path)] == p.path):
+        assert fresh.check(want).fits
