@@ -20,6 +20,16 @@ WORKS_APPLIED = Counter("fleet_agent_works_applied_total", "Works applied to the
                         ["cluster"])
 
 
+ADMISSIONS = Counter("fleet_admissions_total", "Jobs admitted by their quota queue")
+QUEUE_PENDING = Gauge("fleet_queue_pending_jobs", "Jobs waiting in a quota queue", ["queue"])
+QUEUE_ADMITTED = Gauge("fleet_queue_admitted_jobs", "Jobs holding quota under a queue's node",
+                       ["queue"])
+QUEUE_PENDING_AGE = Gauge("fleet_queue_oldest_pending_seconds",
+                          "Age of the oldest job waiting in a queue", ["queue"])
+QUOTA_USED = Gauge("fleet_quota_used", "Quota used at a tree node, canonical units",
+                   ["queue", "resource"])
+
+
 def serve(port: int) -> None:
     """Serve /metrics on 127.0.0.1:``port`` (0 = do not serve)."""
     if port:

@@ -97,6 +97,7 @@ class AdmissionPass:
         for holding in self.holdings:
             self._charge(holding)
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
+        self._done: set[str] = set()  # jobs admitted in this pass
 
     # -- views ------------------------------------------------------------------------
     def leaf(self, job: Job) -> PlacedNode | None:
@@ -129,6 +130,10 @@ class AdmissionPass:
             return Verdict(False, reason=f"queue {leaf.key} waits for {blocked_by} first")
         blockers = self._blockers(leaf, job.charge)
         if not blockers:
+            claim = self._borrowing_paused_by(leaf, job)
+            if claim is not None:
+                return Verdict(False, reason=f"borrowing beyond quota {leaf.key}'s min is paused "
+                                             f"while {claim.key} waits within its guarantee")
             return Verdict(True)
         victims = self._reclaim(leaf, job)
         if victims:
@@ -136,11 +141,15 @@ class AdmissionPass:
                            reason=f"reclaims the guarantee of {leaf.key}")
         return Verdict(False, blockers, reason=str(blockers[0]))
 
-    def admit(self, job: Job, admitted: str, victims: Iterable[Holding] = ()) -> None:
-        """Record ``job`` as holding quota (and ``victims`` as no longer holding)."""
+    def admit(self, job: Job, admitted: str) -> None:
+        """Record ``job`` as holding quota."""
+        self._charge(Holding(job, admitted))
+        self._done.add(job.key)
+
+    def release(self, victims: Iterable[Holding]) -> None:
+        """Record ``victims`` (preempted to reclaim a guarantee) as no longer holding."""
         for victim in victims:
             self._release(victim)
-        self._charge(Holding(job, admitted))
 
     def wait(self, job: Job) -> None:
         """``job`` was not admitted this pass (quota or capacity): apply its queue's policy."""
@@ -161,6 +170,28 @@ class AdmissionPass:
                    if h.admitted > job.created and order_key(h.job) > order_key(job))
 
     # -- internals ------------------------------------------------------------------------
+    def _within_guarantee(self, leaf: PlacedNode, job: Job) -> bool:
+        """Every resource ``job`` asks for that its leaf guarantees stays within ``min``, and
+        it asks for at least one guaranteed resource."""
+        within = add(self._usage[leaf.key], job.request)
+        guaranteed = [r for r in job.request if r in leaf.node.min and job.request[r]]
+        return bool(guaranteed) and all(within[r] <= leaf.node.min[r] for r in guaranteed)
+
+    def _borrowing_paused_by(self, leaf: PlacedNode, job: Job) -> Job | None:
+        """A job of another leaf that waits for quota within its guarantee: while one does,
+        no leaf may go beyond its own min (else reclaimed quota would be borrowed again)."""
+        after = add(self._usage[leaf.key], job.request)
+        if all(after.get(r, 0) <= leaf.node.min.get(r, 0) for r in job.request if job.request[r]):
+            return None
+        for other in sorted(self.pending, key=order_key):
+            place = self.leaf(other)
+            if (place is None or place.key == leaf.key or other.key in self._done
+                    or not self._within_guarantee(place, other)):
+                continue
+            if self._blockers(place, other.charge):
+                return other
+        return None
+
     def _path_keys(self, leaf: PlacedNode) -> list[str]:
         return ["/".join(p) for p in (leaf.path, *leaf.ancestors)]
 

@@ -20,6 +20,7 @@ def queue_names(paths: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
     for path, name in plain.items():
         if seen[name] > 1 or len(name) > MAX_NAME:
             digest = hashlib.sha256("/".join(path).encode()).hexdigest()[:6]
-            name = f"{name[: MAX_NAME - 7].rstrip('-')}-{digest}"
-        out[path] = name
+            out[path] = f"{name[: MAX_NAME - 7].rstrip('-')}-{digest}"
+        else:
+            out[path] = name
     return out

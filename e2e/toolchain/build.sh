@@ -34,7 +34,7 @@ log "building etcd"
 log "building kwok, kwokctl"
 (cd "$here/kwok" && go build -trimpath -ldflags "-s -w" -o "$out.partial/" \
    sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl)
-log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $k8s_version (cold: ~20-40 min on 2 cores)"
+log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $k8s_version (cold: about 10 minutes on 2 cores)"
 (cd "$here/k8s" && go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags "$ldflags" \
    -o "$out.partial/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)

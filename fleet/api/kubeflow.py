@@ -68,7 +68,9 @@ class QueueInfo(KubeModel):
     """Why a job waits on the hub, and where (hub only)."""
 
     name: str | None = Field(default=None, description="The quota queue the job waits in.")
-    position: int | None = Field(default=None, description="0 is the head of the queue.")
+    position: int | None = Field(
+        default=None, description="1 is the next job the queue admits; jobs admitted already "
+        "do not count.")
     reason: str | None = None
     message: str | None = None
 

@@ -73,6 +73,8 @@ class QueueSpec(KubeModel):
 
 class QueueStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
+    pending_jobs: list[str] = Field(
+        default_factory=list, description="namespace/name of waiting jobs, in admission order.")
     min: dict[str, str] = Field(default_factory=dict)
     max: dict[str, str] = Field(default_factory=dict)
     used: dict[str, str] = Field(default_factory=dict)

@@ -14,7 +14,10 @@ from pydantic import ValidationError
 
 from fleet.api.quantity import QuantityError
 from fleet.hub.cache import Cache
+from fleet.hub.dispatch import ADMITTED_AT
 from fleet.hub.quota_views import quota_node
+from fleet.kinds import adapter_for
+from quota.tree import QuotaNode, leaves_by_namespace
 from quota.validation import OtherTree, validate_tree
 
 
@@ -32,8 +35,25 @@ def register(cache: Cache) -> None:
                   for k, tree in _trees(cache).items()]
         verdict = validate_tree(root, namespace=namespace, name=name, others=others)
         warnings.extend(verdict.warnings)
-        if verdict.errors:
-            raise kopf.AdmissionError("; ".join(verdict.errors), code=422)
+        errors = [*verdict.errors, *_orphaned(cache, root)]
+        if errors:
+            raise kopf.AdmissionError("; ".join(errors), code=422)
+
+
+def _orphaned(cache: Cache, root: QuotaNode) -> list[str]:
+    """Refuse an edit that leaves admitted jobs without a leaf: their quota would vanish."""
+    owned = set(leaves_by_namespace(root))
+    stranded = sorted(
+        f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        for job in cache.snapshot().jobs.values()
+        if ADMITTED_AT in (job["metadata"].get("annotations") or {})
+        and job["metadata"]["namespace"] not in owned
+        and not adapter_for(job["apiVersion"], job["kind"]).is_finished(job)
+    )
+    if not stranded:
+        return []
+    return [f"spec.root: no leaf would own the namespace of admitted job(s) "
+            f"{', '.join(stranded[:5])}; finish or delete them first"]
 
 
 def _trees(cache: Cache) -> Mapping[tuple[str, str, str], Mapping[str, Any]]:

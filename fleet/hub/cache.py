@@ -7,6 +7,7 @@ event arriving mid-pass cannot change the inputs of a decision half-way.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,8 +16,11 @@ from typing import Any
 Body = dict[str, Any]
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
-JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES = (
-    "jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees")
+JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES = (
+    "jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees", "queues",
+    "priorityclasses")
+STORES = (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES,
+          PRIORITY_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -27,16 +31,24 @@ class Snapshot:
     clusters: Mapping[Key, Body]
     works: Mapping[Key, Body]
     quota_trees: Mapping[Key, Body]
+    queues: Mapping[Key, Body]
+    priority_classes: Mapping[Key, Body]
+
+    @functools.cached_property
+    def _works_by_job(self) -> dict[str, list[Body]]:
+        out: dict[str, list[Body]] = {}
+        for work in self.works.values():
+            out.setdefault(work.get("spec", {}).get("job", {}).get("uid", ""), []).append(work)
+        return out
 
     def works_of(self, job_uid: str) -> list[Body]:
-        return [w for w in self.works.values()
-                if w.get("spec", {}).get("job", {}).get("uid") == job_uid]
+        return self._works_by_job.get(job_uid, [])
 
 
 @dataclass
 class Cache:
-    _stores: dict[str, dict[Key, Body]] = field(default_factory=lambda: {
-        name: {} for name in (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES)})
+    _stores: dict[str, dict[Key, Body]] = field(
+        default_factory=lambda: {name: {} for name in STORES})
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _changed: threading.Event = field(default_factory=threading.Event)
 
@@ -64,8 +76,7 @@ class Cache:
     def snapshot(self) -> Snapshot:
         with self._lock:
             copies = {name: dict(store) for name, store in self._stores.items()}
-        return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
-                        copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES])
+        return Snapshot(*(copies[name] for name in STORES))
 
     def wait_for_change(self, timeout: float) -> None:
         self._changed.wait(timeout)

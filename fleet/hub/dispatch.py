@@ -16,11 +16,14 @@ from typing import Any
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
+from fleet.clients.patches import merge_diff
 from fleet.hub import works as w
 from fleet.kinds.base import KindAdapter
 
 log = logging.getLogger(__name__)
 COMPONENT = "fleet-hub"
+ADMITTED_AT = "fleet.sh/admitted-at"
+REQUEUE = "fleet.sh/requeue"
 
 
 def now_text() -> str:
@@ -30,9 +33,10 @@ def now_text() -> str:
 class Dispatcher:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        self._namespaces: set[str] = set()
 
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
-             clusters: Sequence[str]) -> Body | None:
+             clusters: Sequence[str], extra: Mapping[str, str] | None = None) -> Body | None:
         """Record the placement; None when the job changed since it was read."""
         meta = job["metadata"]
         finalizers = list(meta.get("finalizers") or [])
@@ -41,22 +45,65 @@ class Dispatcher:
         patch = {"metadata": {
             "resourceVersion": meta["resourceVersion"],
             "finalizers": finalizers,
-            "annotations": {w.PLACEMENT: placement, w.CLUSTERS: ",".join(clusters)},
+            "annotations": {w.PLACEMENT: placement, w.CLUSTERS: ",".join(clusters),
+                            **(extra or {})},
         }}
         try:
             return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
         except (errors.Conflict, errors.NotFound):
             return None
 
-    def unbind(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
+    def unbind(self, job: Mapping[str, Any], adapter: KindAdapter) -> Body | None:
+        """Forget the placement (and the admission and requeue marks): pending again."""
         meta = job["metadata"]
         finalizers = [f for f in meta.get("finalizers") or [] if f != w.FINALIZER]
-        patch = {"metadata": {"finalizers": finalizers,
-                              "annotations": {w.PLACEMENT: None, w.CLUSTERS: None}}}
+        patch = {"metadata": {"finalizers": finalizers, "annotations": {
+            w.PLACEMENT: None, w.CLUSTERS: None, ADMITTED_AT: None, REQUEUE: None}}}
+        try:
+            return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
+        except errors.NotFound:
+            return None
+
+    def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str) -> bool:
+        """Mark a bound job to go back to its queue; its Works are deleted next."""
+        meta = job["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "annotations": {REQUEUE: reason}}}
         try:
             self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except errors.NotFound:
+        except (errors.Conflict, errors.NotFound):
+            return False
+        return True
+
+    def publish_queue(self, queue: Mapping[str, Any],
+                      known: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
+        """Create or update one Queue: spec by apply, status only when it changed."""
+        meta = queue["metadata"]
+        key = (f"{queue['apiVersion']}/{queue['kind']}", meta["namespace"], meta["name"])
+        current = known.get(key)
+        try:
+            if current is None or any(current.get("spec", {}).get(k) != v
+                                      for k, v in queue["spec"].items()):
+                self.ensure_namespace(meta["namespace"])
+                current = self.kube.apply(r.QUEUES, {k: v for k, v in queue.items()
+                                                     if k != "status"},
+                                          field_manager=COMPONENT)
+            if (current.get("status") or {}) != queue["status"]:
+                patch = merge_diff(current.get("status") or {}, queue["status"])
+                self.kube.patch(r.QUEUES, meta["name"], {"status": patch}, meta["namespace"],
+                                subresource="status")
+        except errors.ApiError as exc:
+            log.warning("queue %s not published: %s", meta["name"], exc)
+
+    def ensure_namespace(self, name: str) -> None:
+        if name in self._namespaces:
+            return
+        try:
+            self.kube.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": name}})
+        except errors.AlreadyExists:
             pass
+        self._namespaces.add(name)
 
     def create_works(self, bodies: Sequence[Body]) -> list[Body]:
         """Create every Work; on failure delete those created here and re-raise."""

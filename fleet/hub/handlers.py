@@ -53,6 +53,8 @@ _watch(r.CLUSTERPROPAGATIONPOLICIES, stores.CLUSTER_POLICIES)
 _watch(r.MEMBERCLUSTERS, stores.CLUSTERS)
 _watch(r.WORKS, stores.WORKS)
 _watch(r.ELASTICQUOTATREES, stores.QUOTA_TREES)
+_watch(r.QUEUES, stores.QUEUES)
+_watch(r.PRIORITYCLASSES, stores.PRIORITY_CLASSES)
 admission.register(CACHE)
 
 

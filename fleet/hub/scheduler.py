@@ -1,9 +1,12 @@
 """The hub's decision loop: one pass over every job each time something changes.
 
-A pass takes a snapshot of the cache, turns it into the pure packages' views, and for each job
-in creation order either finishes its deletion, keeps its Works complete and its status true, or
-asks :func:`propagation.division.divide` where it goes and dispatches it. One failing job is
-logged and skipped; it never stops the pass or the jobs behind it.
+A pass takes a snapshot of the cache and walks the jobs: deleting ones release their Works,
+bound ones keep their Works complete and their status true, requeued ones wait for their Works
+to go and return to their queue. The unbound rest are decided in admission order (priority,
+then creation): a job under a policy with ``suspension.scheduling`` must first be admitted by
+its quota queue (:mod:`quota.engine`), then every job is divided across members
+(:func:`propagation.division.divide`) and dispatched. Waiting jobs get their queue, position
+and reason in status. One failing job is logged and skipped; it never stops the pass.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
+from fleet.api.policy import PropagationPolicySpec
+from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
@@ -28,7 +33,10 @@ from propagation.binding import binding_message
 from propagation.division import divide, with_assumed
 from propagation.matching import governing_policy
 from propagation.resources import Resources
-from propagation.views import ClusterView, FitMode
+from propagation.views import ClusterView, FitMode, PlacementRules
+from quota.engine import AdmissionPass, Holding, Job, order_key
+from quota.queues import queue_names
+from quota.tree import QuotaNode, walk
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +47,32 @@ class Settings:
     heartbeat_timeout: float = 15.0  # a member is lost when its agent is silent this long
     resync_seconds: float = 2.0  # a pass runs at least this often (heartbeats age, leases)
     lease_namespace: str = "fleet-system"
+    starvation_bound: int = 5
+
+
+@dataclass
+class Candidate:
+    """An unbound job this pass decides on."""
+
+    job: Body
+    adapter: KindAdapter
+    rules: PlacementRules
+    queued: Job | None  # its quota view when it must be admitted by a queue first
+
+    @property
+    def order(self) -> tuple[int, str, str]:
+        if self.queued is not None:
+            return order_key(self.queued)
+        meta = self.job["metadata"]
+        return (0, meta.get("creationTimestamp", ""), q.job_key(self.job))
+
+
+@dataclass
+class Waiting:
+    reason: str
+    message: str
+    queue: str = ""  # Queue name, for jobs waiting in a quota queue
+    position: int = 0
 
 
 @dataclass
@@ -62,6 +96,7 @@ class Scheduler:
                     log.exception("scheduling pass failed")
             self.cache.wait_for_change(self.settings.resync_seconds)
 
+    # -- one pass -----------------------------------------------------------------------
     def pass_once(self) -> None:
         snap = self.cache.snapshot()
         now = datetime.now(UTC)
@@ -70,97 +105,208 @@ class Scheduler:
         for view in clusters:
             metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
             metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
-        assumed = assumed_requests(snap)
-        pending = 0
+        unbound: list[Body] = []
         for job in sorted(snap.jobs.values(), key=_creation_order):
             try:
-                adapter = adapter_for(job["apiVersion"], job["kind"])
-                if not self._reconcile(job, adapter, snap, clusters, assumed):
-                    pending += 1
+                if self._reconcile_bound(job, snap):
+                    unbound.append(job)
             except Exception:
-                log.exception("job %s/%s skipped this pass", job["metadata"].get("namespace"),
-                              job["metadata"].get("name"))
-        metrics.PENDING_JOBS.set(pending)
+                log.exception("job %s skipped this pass", q.job_key(job))
+        waiting = self._decide(unbound, snap, clusters, now)
+        for job in unbound:
+            why = waiting.get(q.job_key(job))
+            if why is not None:
+                self._show_waiting(job, why)
+        metrics.PENDING_JOBS.set(len(waiting))
 
-    def _reconcile(self, job: Body, adapter: KindAdapter, snap: Snapshot,
-                   clusters: Sequence[ClusterView], assumed: dict[str, list[Resources]]) -> bool:
-        """Returns False while the job waits for a placement."""
+    def _reconcile_bound(self, job: Body, snap: Snapshot) -> bool:
+        """Everything but deciding; True when the job is unbound and waits for a decision."""
+        adapter = adapter_for(job["apiVersion"], job["kind"])
         meta = job["metadata"]
         works = snap.works_of(meta["uid"])
         if meta.get("deletionTimestamp"):
             self._finalize(job, adapter, works)
-            return True
+            return False
+        annotations = meta.get("annotations") or {}
+        if q.REQUEUE in annotations:
+            self._finish_requeue(job, adapter, works, annotations[q.REQUEUE])
+            return False
         placement = w.decode_placement(job)
         if placement:
             self._complete_dispatch(job, adapter, placement, works)
             self._aggregate(job, adapter, works)
-            return True
-        if adapter.is_finished(job):
-            return True
-        return self._schedule(job, adapter, snap, clusters, assumed)
+            return False
+        return not adapter.is_finished(job)
 
-    def _schedule(self, job: Body, adapter: KindAdapter, snap: Snapshot,
-                  clusters: Sequence[ClusterView], assumed: dict[str, list[Resources]]) -> bool:
+    # -- deciding ---------------------------------------------------------------------
+    def _decide(self, jobs: Sequence[Body], snap: Snapshot, clusters: Sequence[ClusterView],
+                now: datetime) -> dict[str, Waiting]:
+        classes = q.priority_classes(snap)
+        tree = q.active_tree(snap)
         policies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                     for b in (*snap.policies.values(), *snap.cluster_policies.values())}
-        chosen = governing_policy(job_identity(job), [policy_ref(b) for b in policies.values()])
-        if chosen is None:
-            self._wait(job, adapter, "NoMatchingPolicy",
-                       "no PropagationPolicy or ClusterPropagationPolicy selects this job")
-            return False
-        rules = placement_rules(policies[(chosen.namespace, chosen.name)], self.settings.fit_mode)
-        meta = job["metadata"]
-        demand = adapter.demand(f"{job['kind']}/{meta['namespace']}/{meta['name']}", job)
-        views = [with_assumed(c, assumed.get(c.name, [])) for c in clusters]
+        refs = [policy_ref(b) for b in policies.values()]
+        waiting: dict[str, Waiting] = {}
+        candidates: list[Candidate] = []
+        for job in jobs:
+            adapter = adapter_for(job["apiVersion"], job["kind"])
+            chosen = governing_policy(job_identity(job), refs)
+            if chosen is None:
+                waiting[q.job_key(job)] = Waiting(
+                    "NoMatchingPolicy",
+                    "no PropagationPolicy or ClusterPropagationPolicy selects this job")
+                continue
+            body = policies[(chosen.namespace, chosen.name)]
+            spec = PropagationPolicySpec.model_validate(body.get("spec", {}))
+            queued = (q.as_quota_job(job, classes)
+                      if spec.suspension and spec.suspension.scheduling else None)
+            candidates.append(Candidate(job, adapter, placement_rules(
+                body, self.settings.fit_mode), queued))
+
+        queued_jobs = [c.queued for c in candidates if c.queued is not None]
+        admission = None
+        if tree is not None:
+            names = _queue_names(tree[1])
+            admission = AdmissionPass(tree[1], q.holdings(snap, classes), queued_jobs,
+                                      q.queue_policies(snap, names),
+                                      self.settings.starvation_bound)
+        assumed = assumed_requests(snap)
+        views = {c.name: c for c in clusters}
+        stamp = now_text()
+        for candidate in sorted(candidates, key=lambda c: c.order):
+            key = q.job_key(candidate.job)
+            try:
+                why = self._decide_one(candidate, admission, views, assumed, stamp)
+            except Exception:
+                log.exception("decision for %s skipped this pass", key)
+                continue
+            if why is not None:
+                waiting[key] = why
+        if tree is not None and admission is not None:
+            self._publish_queues(tree, admission, waiting, now)
+        return waiting
+
+    def _decide_one(self, c: Candidate, admission: AdmissionPass | None,
+                    views: dict[str, ClusterView], assumed: dict[str, list[Resources]],
+                    stamp: str) -> Waiting | None:
+        job, meta = c.job, c.job["metadata"]
+        if c.queued is not None:
+            if admission is None:
+                return Waiting("NoQuotaTree", "the policy queues this job (suspension."
+                                              "scheduling) but no ElasticQuotaTree exists in "
+                                              f"{q.TREE_NAMESPACE}")
+            verdict = admission.check(c.queued)
+            if not verdict.fits:
+                admission.wait(c.queued)
+                reason = "NoQuotaLeaf" if admission.leaf(c.queued) is None else "QuotaExceeded"
+                return Waiting(reason, verdict.reason)
+            if verdict.victims:
+                self._preempt(verdict.victims, for_job=job)
+                admission.release(verdict.victims)
+                admission.wait(c.queued)
+                victims = ", ".join(v.job.key for v in verdict.victims)
+                return Waiting("Reclaiming", f"{verdict.reason}: preempting {victims}")
+        demand = c.adapter.demand(q.job_key(job), job)
+        fleet_views = [with_assumed(v, assumed.get(v.name, [])) for v in views.values()]
         started = time.perf_counter()
-        decision = divide(demand, views, rules)
+        decision = divide(demand, fleet_views, c.rules)
         metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
         if not decision.placed:
             metrics.DECISIONS.labels("unschedulable").inc()
-            self._wait(job, adapter, "Unschedulable", decision.reason)
-            return False
+            if admission is not None and c.queued is not None:
+                admission.wait(c.queued)
+            return Waiting("Unschedulable", decision.reason)
         metrics.DECISIONS.labels("placed").inc()
-        placement = w.encode_placement(decision.shares)
         clusters_used = [s.cluster for s in decision.shares]
-        bound = self.dispatcher.bind(job, adapter, placement, clusters_used)
+        extra = {q.ADMITTED_AT: stamp} if c.queued is not None else {}
+        bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
+                                     clusters_used, extra)
         if bound is None:
-            return False  # changed under us; the next pass sees the new version
+            return None  # changed under us; the next pass sees the new version
         self.cache.upsert("jobs", bound)
         shares = w.decode_placement(bound)
         try:
             created = self.dispatcher.create_works(
-                [w.work_body(bound, adapter, share, shares) for share in shares])
+                [w.work_body(bound, c.adapter, share, shares) for share in shares])
         except Exception:
             metrics.DISPATCH_ERRORS.inc()
-            log.exception("dispatch of %s/%s failed; rolled back", meta["namespace"],
-                          meta["name"])
-            self.dispatcher.unbind(bound, adapter)
-            return False
-        for work in created:  # later decisions in this pass must not spend the same capacity
+            log.exception("dispatch of %s failed; rolled back", q.job_key(job))
+            self.dispatcher.unbind(bound, c.adapter)
+            return Waiting("DispatchFailed", "creating its Works failed; retrying")
+        for work in created:  # later decisions must not spend the same capacity
             self.cache.upsert("works", work)
-            cluster = work["spec"]["placement"]["cluster"]
-            assumed.setdefault(cluster, []).extend(share_requests(work))
+            assumed.setdefault(work["spec"]["placement"]["cluster"], []).extend(
+                share_requests(work))
+        if admission is not None and c.queued is not None:
+            admission.admit(c.queued, stamp)
+            leaf = admission.leaf(c.queued)
+            self.dispatcher.event(bound, "Admitted",
+                                  f"admitted by quota {leaf.key if leaf else '?'}")
+            metrics.ADMISSIONS.inc()
         message = binding_message(decision.shares)
         self.dispatcher.event(bound, "ScheduleBindingSucceed", message)
-        self._write_status(bound, adapter, adapter.bound_status(
+        self._write_status(bound, c.adapter, c.adapter.bound_status(
             bound.get("status"), clusters_used, message, now_text()))
         log.info("bound %s/%s: %s", meta["namespace"], meta["name"], message)
-        return True
+        return None
 
-    def _wait(self, job: Body, adapter: KindAdapter, reason: str, message: str) -> None:
+    def _preempt(self, victims: Sequence[Holding], for_job: Body) -> None:
+        claimant = q.job_key(for_job)
+        for victim in victims:
+            kind, namespace, name = victim.job.key.split("/", 2)
+            body = next((j for j in self.cache.snapshot().jobs.values()
+                         if q.job_key(j) == victim.job.key), None)
+            if body is None:
+                continue
+            adapter = adapter_for(body["apiVersion"], body["kind"])
+            reason = f"preempted to return quota to {claimant}"
+            if self.dispatcher.mark_requeue(body, adapter, reason):
+                self.dispatcher.event(body, "Preempted", reason, "Warning")
+                self.dispatcher.event(for_job, "Reclaimed",
+                                      f"preempted {kind} {namespace}/{name} to reclaim quota")
+                log.info("preempted %s for %s", victim.job.key, claimant)
+
+    def _publish_queues(self, tree: tuple[Body, QuotaNode], admission: AdmissionPass,
+                        waiting: dict[str, Waiting], now: datetime) -> None:
+        names = _queue_names(tree[1])
+        pending: dict[str, list[str]] = {}
+        for leaf, jobs in admission.queues().items():
+            ordered = [j for j in jobs if j.key in waiting]
+            pending[leaf] = [j.key.split("/", 1)[1] for j in ordered]
+            queue = names[tuple(leaf.split("/"))]
+            for position, job in enumerate(ordered, start=1):
+                why = waiting[job.key]
+                why.queue, why.position = queue, position
+            oldest = parse_time(ordered[0].created) if ordered else None
+            metrics.QUEUE_PENDING_AGE.labels(queue).set(
+                (now - oldest).total_seconds() if oldest else 0)
+        for state in q.queue_objects(tree[0], tree[1], admission, pending):
+            self.dispatcher.publish_queue(state.body, self.cache.snapshot().queues)
+            status = state.body["status"]
+            metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
+            metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
+
+    # -- showing why a job waits ----------------------------------------------------------
+    def _show_waiting(self, job: Body, why: Waiting) -> None:
+        adapter = adapter_for(job["apiVersion"], job["kind"])
         queue = (job.get("status") or {}).get("queue") or {}
-        if queue.get("reason") == reason and queue.get("message") == message:
+        shown: dict[str, str | int] = {"reason": why.reason, "message": why.message}
+        if why.queue:
+            shown |= {"name": why.queue, "position": why.position}
+        if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
             return
-        self._write_status(job, adapter, adapter.waiting_status(
-            job.get("status"), reason, message, now_text()))
+        status = adapter.waiting_status(job.get("status"), why.reason, why.message, now_text())
+        status["queue"] = shown
+        self._write_status(job, adapter, status)
 
+    # -- bound jobs ---------------------------------------------------------------------
     def _complete_dispatch(self, job: Body, adapter: KindAdapter,
                            placement: list[dict[str, Any]], works: Sequence[Body]) -> None:
         have = {wk["spec"]["placement"]["cluster"] for wk in works}
         missing = [s for s in placement if s["cluster"] not in have]
         if missing and not adapter.is_finished(job):
-            log.info("completing dispatch of %s/%s to %s", job["metadata"]["namespace"],
-                     job["metadata"]["name"], [s["cluster"] for s in missing])
+            log.info("completing dispatch of %s to %s", q.job_key(job),
+                     [s["cluster"] for s in missing])
             for work in self.dispatcher.create_works(
                     [w.work_body(job, adapter, s, placement) for s in missing]):
                 self.cache.upsert("works", work)
@@ -173,10 +319,20 @@ class Scheduler:
         if _differs(current, status):
             self._write_status(job, adapter, status)
 
-    def _write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
-        written = self.dispatcher.write_status(job, adapter, status)
-        if written is not None:
-            self.cache.upsert("jobs", written)
+    def _finish_requeue(self, job: Body, adapter: KindAdapter, works: Sequence[Body],
+                        reason: str) -> None:
+        """A preempted or failed-over job: once its Works are gone it is unbound and waits
+        in its queue again (its quota was released when it was marked)."""
+        if works:
+            for work in works:
+                if not work["metadata"].get("deletionTimestamp"):
+                    self.dispatcher.delete_work(work)
+            return
+        unbound = self.dispatcher.unbind(job, adapter)
+        if unbound is not None:
+            self.cache.upsert("jobs", unbound)
+            self._write_status(unbound, adapter, adapter.waiting_status(
+                None, "Requeued", reason, now_text()))
 
     def _finalize(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
@@ -187,6 +343,15 @@ class Scheduler:
                     self.dispatcher.delete_work(work)
             return
         self.dispatcher.release(job, adapter)
+
+    def _write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
+        written = self.dispatcher.write_status(job, adapter, status)
+        if written is not None:
+            self.cache.upsert("jobs", written)
+
+
+def _queue_names(root: QuotaNode) -> dict[tuple[str, ...], str]:
+    return queue_names(p.path for p in walk(root))
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:

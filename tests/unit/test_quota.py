@@ -31,7 +31,8 @@ def job(name: str, ns: str = "default", gpus: int = 1, priority: int = 0,
 
 
 def test_max_jobs_lets_one_job_out_at_a_time() -> None:
-    first, second = job("a", created="2026-01-01T00:00:01Z"), job("b", created="2026-01-01T00:00:02Z")
+    first = job("a", created="2026-01-01T00:00:01Z")
+    second = job("b", created="2026-01-01T00:00:02Z")
     admission = AdmissionPass(seed_tree(), [], [first, second])
     assert admission.queues()["root/child-2"] == [first, second]
     assert admission.check(first).fits
@@ -54,7 +55,8 @@ def test_order_is_priority_then_creation() -> None:
     assert admission.candidates() == [late_urgent, early]
 
 
-def two_teams(policy: QueuePolicy = QueuePolicy.PRIORITY) -> tuple[QuotaNode, dict[str, QueuePolicy]]:
+def two_teams(policy: QueuePolicy = QueuePolicy.PRIORITY
+              ) -> tuple[QuotaNode, dict[str, QueuePolicy]]:
     root = QuotaNode("root", min={GPU: 8}, max={GPU: 8}, children=(
         QuotaNode("a", min={GPU: 4}, max={GPU: 8}, namespaces=("team-a",)),
         QuotaNode("b", min={GPU: 4}, max={GPU: 8}, namespaces=("team-b",)),
@@ -71,8 +73,18 @@ def test_a_leaf_borrows_idle_quota_then_the_owner_reclaims_it() -> None:
     verdict = admission.check(claim)
     assert verdict.fits
     assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/a3", "PyTorchJob/team-a/a2"]
-    admission.admit(claim, "2026-01-01T00:02:01Z", verdict.victims)
+    admission.release(verdict.victims)
+    admission.admit(claim, "2026-01-01T00:02:01Z")
     assert admission.usage("root")[GPU] == 8
+
+
+def test_no_leaf_borrows_while_another_waits_within_its_guarantee() -> None:
+    root, policies = two_teams()
+    held = [Holding(job("a0", "team-a", gpus=6), "2026-01-01T00:01:00Z")]
+    claim = job("b0", "team-b", gpus=4, created="2026-01-01T00:02:00Z")
+    more = job("a1", "team-a", gpus=1, created="2026-01-01T00:03:00Z")
+    admission = AdmissionPass(root, held, [claim, more], policies)
+    assert "waits within its guarantee" in admission.check(more).reason
 
 
 def test_no_reclaim_beyond_the_guarantee() -> None:
@@ -163,7 +175,8 @@ def test_random_streams_never_exceed_max_anywhere(root: QuotaNode,
     for i, candidate in enumerate(admission.candidates()):
         verdict = admission.check(candidate)
         if verdict.fits:
-            admission.admit(candidate, f"2026-01-02T00:00:{i:02d}Z", verdict.victims)
+            admission.release(verdict.victims)
+            admission.admit(candidate, f"2026-01-02T00:00:{i:02d}Z")
             for victim in verdict.victims:
                 holding.pop(victim.job.key)
             holding[candidate.key] = candidate

@@ -1,0 +1,197 @@
+"""Quota and queueing on the hub (seed 002's tree): order, reasons, borrowing and reclaim,
+and a hub restart that must leave usage and order exactly as they were."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.conftest import eventually
+from e2e.jobs import seed_pytorchjob, state
+from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet.demo import EXAMPLES, apply_file
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+pytestmark = pytest.mark.e2e
+
+
+def queue_status(hub: Kube, name: str) -> dict[str, Any]:
+    queue = hub.get_or_none(r.QUEUES, name, "kube-queue")
+    return (queue or {}).get("status") or {}
+
+
+def events(hub: Kube, job: dict[str, Any], reason: str) -> list[str]:
+    listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
+                         field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+    return [str(e.get("message")) for e in listed if e.get("reason") == reason]
+
+
+def wait_state(hub: Kube, name: str, wanted: str, namespace: str = "default",
+               timeout: float = 60) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        job = hub.get(r.PYTORCHJOBS, name, namespace)
+        return job if state(job) == wanted else None
+    return eventually(check, timeout=timeout, what=f"{namespace}/{name} {wanted}")
+
+
+def cleanup(hub: Kube, namespaces: list[str]) -> None:
+    for namespace in namespaces:
+        jobs, _ = hub.list(r.PYTORCHJOBS, namespace)
+        for job in jobs:
+            hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], namespace)
+    def gone() -> bool:
+        return not any(hub.list(r.PYTORCHJOBS, ns)[0] for ns in namespaces)
+
+    eventually(gone, what=f"jobs of {', '.join(namespaces)} gone")
+
+
+@pytest.fixture
+def seed_queue(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    """Seed 002's tree and its gang policy with suspension.scheduling, removed afterwards."""
+    cleanup(hub, ["default"])
+    apply_file(hub, EXAMPLES / "elasticquotatree.yaml")
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang-queue.yaml")
+    eventually(lambda: queue_status(hub, "root-child-2").get("max"), what="Queue root-child-2")
+    yield hub
+    cleanup(hub, ["default"])
+    hub.delete(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")  # drops suspension again
+
+
+def test_queues_mirror_the_tree(seed_queue: Kube) -> None:
+    queues, _ = seed_queue.list(r.QUEUES, "kube-queue")
+    assert {q["metadata"]["name"] for q in queues} >= {"root", "root-child-2"}
+    status = queue_status(seed_queue, "root-child-2")
+    assert status["max"]["kube-queue/max-jobs"] == "1"
+    assert status["max"]["memory"] == "10000Gi"
+
+
+def test_max_jobs_runs_two_jobs_one_after_the_other(seed_queue: Kube) -> None:
+    hub = seed_queue
+    first = hub.create(r.PYTORCHJOBS, seed_pytorchjob("queued-1", run_for="6s"))
+    wait_state(hub, "queued-1", "Running")
+    second = hub.create(r.PYTORCHJOBS, seed_pytorchjob("queued-2", run_for="2s"))
+
+    def waiting() -> dict[str, Any] | None:
+        queue = (hub.get(r.PYTORCHJOBS, "queued-2", "default").get("status") or {}).get("queue")
+        return queue if queue and queue.get("position") == 1 else None
+
+    queue = eventually(waiting, what="queued-2 waiting at position 1")
+    assert queue["name"] == "root-child-2"
+    assert queue["reason"] == "QuotaExceeded"
+    assert "kube-queue/max-jobs used 1 + requested 1 > max 1" in queue["message"]
+    assert state(hub.get(r.PYTORCHJOBS, "queued-2", "default")) == "Queuing"
+    status = queue_status(hub, "root-child-2")
+    assert (status["pending"], status["admitted"]) == (1, 1)
+    assert status["pendingJobs"] == ["default/queued-2"]
+
+    done_first = wait_state(hub, "queued-1", "Succeeded")
+    wait_state(hub, "queued-2", "Succeeded")
+    started_second = hub.get(r.PYTORCHJOBS, "queued-2", "default")["status"]["startTime"]
+    assert started_second >= done_first["status"]["completionTime"]
+    assert events(hub, first, "Admitted") == ["admitted by quota root/child-2"]
+    assert events(hub, second, "Admitted") == ["admitted by quota root/child-2"]
+
+
+TWO_TEAMS = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+    "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+    "spec": {"root": {
+        "name": "root", "min": {"nvidia.com/gpu": 8}, "max": {"nvidia.com/gpu": 8},
+        "children": [
+            {"name": "team-a", "min": {"nvidia.com/gpu": 4}, "max": {"nvidia.com/gpu": 8},
+             "namespaces": ["team-a"]},
+            {"name": "team-b", "min": {"nvidia.com/gpu": 4}, "max": {"nvidia.com/gpu": 8},
+             "namespaces": ["team-b"]},
+        ]}},
+}
+
+
+@pytest.fixture
+def two_teams(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    for team in ("team-a", "team-b"):
+        if hub.get_or_none(r.NAMESPACES, team) is None:
+            hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": team}})
+        policy = yaml.safe_load((EXAMPLES / "propagationpolicy-gang-queue.yaml").read_text())
+        policy["metadata"]["namespace"] = team
+        hub.apply(r.PROPAGATIONPOLICIES, policy, field_manager="test")
+    hub.apply(r.ELASTICQUOTATREES, TWO_TEAMS, field_manager="test")
+    eventually(lambda: queue_status(hub, "root-team-b").get("max"), what="Queue root-team-b")
+    yield hub
+    cleanup(hub, ["team-a", "team-b"])
+    hub.delete(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
+
+
+def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Kube) -> None:
+    hub = two_teams
+    a1 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("a1", "team-a", run_for="1h", gpus=2,
+                                                   workers=1))
+    wait_state(hub, "a1", "Running", "team-a")
+    a2 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("a2", "team-a", run_for="1h", gpus=2,
+                                                   workers=1))
+    wait_state(hub, "a2", "Running", "team-a")  # team-a borrows team-b's idle 4 GPUs
+    assert queue_status(hub, "root-team-a")["used"]["nvidia.com/gpu"] == "8"
+
+    b1 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("b1", "team-b", run_for="1h", gpus=2,
+                                                   workers=1))
+    wait_state(hub, "b1", "Running", "team-b", timeout=90)
+    preempted = hub.get(r.PYTORCHJOBS, "a2", "team-a")
+    assert state(preempted) == "Queuing"
+    assert events(hub, a2, "Preempted") == ["preempted to return quota to PyTorchJob/team-b/b1"]
+    assert events(hub, b1, "Reclaimed") == ["preempted PyTorchJob team-a/a2 to reclaim quota"]
+    assert state(hub.get(r.PYTORCHJOBS, "a1", "team-a")) == "Running"
+    assert not events(hub, a1, "Preempted")
+    reason = eventually(lambda: (hub.get(r.PYTORCHJOBS, "a2", "team-a").get("status") or {}
+                                 ).get("queue", {}).get("reason") == "QuotaExceeded",
+                        what="a2 waiting for quota again")
+    assert reason
+    assert queue_status(hub, "root")["used"]["nvidia.com/gpu"] == "8"
+
+
+def test_a_restarted_hub_rebuilds_usage_and_order_exactly(fleet: LocalFleet,
+                                                          seed_queue: Kube) -> None:
+    hub = seed_queue
+    hub.create(r.PYTORCHJOBS, seed_pytorchjob("order-1", run_for="1h"))
+    wait_state(hub, "order-1", "Running")
+    for name in ("order-2", "order-3"):
+        hub.create(r.PYTORCHJOBS, seed_pytorchjob(name, run_for="2s"))
+
+    def positions() -> dict[str, int] | None:
+        found = {}
+        for name in ("order-2", "order-3"):
+            queue = (hub.get(r.PYTORCHJOBS, name, "default").get("status") or {}).get("queue")
+            if not queue or "position" not in queue:
+                return None
+            found[name] = queue["position"]
+        return found
+
+    before = eventually(positions, what="both waiting jobs positioned")
+    assert before == {"order-2": 1, "order-3": 2}
+    status_before = queue_status(hub, "root-child-2")
+
+    fleet.stop_process("hub", signal.SIGKILL)
+    fleet.start_hub()
+    eventually(lambda: fleet.client(HUB).get_or_none(r.LEASES, "fleet-hub", "fleet-system"),
+               what="the new hub's lease")
+    after = eventually(positions, what="positions after restart")
+    assert after == before
+    def rebuilt() -> dict[str, Any] | None:
+        status = queue_status(hub, "root-child-2")
+        return status if status == status_before else None
+
+    status_after = eventually(rebuilt, timeout=30, what="queue status rebuilt")
+    assert status_after["admitted"] == 1
+    assert state(hub.get(r.PYTORCHJOBS, "order-1", "default")) == "Running"
+
+    hub.delete(r.PYTORCHJOBS, "order-1", "default")
+    wait_state(hub, "order-2", "Succeeded", timeout=60)
+    wait_state(hub, "order-3", "Succeeded", timeout=60)
+    second = hub.get(r.PYTORCHJOBS, "order-2", "default")["status"]
+    third = hub.get(r.PYTORCHJOBS, "order-3", "default")["status"]
+    assert third["startTime"] >= second["completionTime"]

@@ -1,0 +1,149 @@
+"""The hub side of Kube Queue semantics: from cached objects to the quota engine's inputs, and
+from its state back to Queue objects.
+
+Usage is derived from durable state only: a job holds quota while it is bound (its placement
+annotation), was admitted through a queue (its ``fleet.sh/admitted-at`` annotation) and is
+not finished, so a restarted hub rebuilds usage and order exactly from what it lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.api.quantity import format_canonical
+from fleet.hub import dispatch
+from fleet.hub import works as w
+from fleet.hub.cache import Body, Snapshot
+from fleet.hub.quota_views import quota_node
+from fleet.kinds import adapter_for
+from quota.amounts import MAX_JOBS
+from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
+from quota.queues import queue_names
+from quota.tree import QuotaNode, walk
+
+ADMITTED_AT = dispatch.ADMITTED_AT
+REQUEUE = dispatch.REQUEUE
+QUEUE_NAMESPACE = "kube-queue"
+TREE_NAMESPACE = "kube-system"
+
+
+def job_key(job: Mapping[str, Any]) -> str:
+    meta = job["metadata"]
+    return f"{job['kind']}/{meta['namespace']}/{meta['name']}"
+
+
+def priority_of(job: Mapping[str, Any], classes: Mapping[str, int]) -> int:
+    """T9k ``scheduler.t9kScheduler.priority``; else the highest PriorityClass that the
+    job's run policy or pod templates name; else the global default class; else 0."""
+    spec = job.get("spec") or {}
+    t9k = ((spec.get("scheduler") or {}).get("t9kScheduler") or {}).get("priority")
+    if t9k is not None:
+        return int(t9k)
+    names = []
+    policy_class = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get(
+        "priorityClass")
+    if policy_class:
+        names.append(policy_class)
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    for role in adapter.roles(job):
+        name = (role.template.get("spec") or {}).get("priorityClassName")
+        if name:
+            names.append(name)
+    values = [classes[n] for n in names if n in classes]
+    if values:
+        return max(values)
+    return classes.get("", 0)  # "" holds the globalDefault class's value
+
+
+def priority_classes(snap: Snapshot) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for body in snap.priority_classes.values():
+        out[body["metadata"]["name"]] = int(body.get("value", 0))
+        if body.get("globalDefault"):
+            out[""] = int(body.get("value", 0))
+    return out
+
+
+def active_tree(snap: Snapshot) -> tuple[Body, QuotaNode] | None:
+    """The one ElasticQuotaTree in kube-system (the webhook refuses a second one)."""
+    for (_, namespace, _), body in sorted(snap.quota_trees.items()):
+        if namespace == TREE_NAMESPACE and not body["metadata"].get("deletionTimestamp"):
+            return body, quota_node(body["spec"]["root"])
+    return None
+
+
+def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int]) -> Job:
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    meta = job["metadata"]
+    total = adapter.demand(job_key(job), job).total
+    return Job(job_key(job), meta["namespace"], dict(total), priority_of(job, classes),
+               meta.get("creationTimestamp", ""))
+
+
+def holdings(snap: Snapshot, classes: Mapping[str, int]) -> list[Holding]:
+    out = []
+    for job in snap.jobs.values():
+        annotations = job["metadata"].get("annotations") or {}
+        if ADMITTED_AT not in annotations or w.PLACEMENT not in annotations:
+            continue
+        if REQUEUE in annotations:
+            continue  # being preempted or failed over: its quota is already released
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        if adapter.is_finished(job):
+            continue
+        out.append(Holding(as_quota_job(job, classes), annotations[ADMITTED_AT]))
+    return out
+
+
+def queue_policies(snap: Snapshot, names: Mapping[tuple[str, ...], str]) -> dict[str, QueuePolicy]:
+    by_name = {key[2]: body for key, body in snap.queues.items() if key[1] == QUEUE_NAMESPACE}
+    out = {}
+    for path, name in names.items():
+        policy = ((by_name.get(name) or {}).get("spec") or {}).get("queuePolicy")
+        out["/".join(path)] = QueuePolicy(policy) if policy else QueuePolicy.PRIORITY
+    return out
+
+
+@dataclass(frozen=True)
+class QueueState:
+    name: str
+    path: tuple[str, ...]
+    body: Body  # the Queue object to apply (spec) and its status
+
+
+def queue_objects(tree: Body, root: QuotaNode, admission: AdmissionPass,
+                  pending: Mapping[str, Sequence[str]]) -> list[QueueState]:
+    """One Queue per tree node; ``pending`` maps a leaf path to its waiting jobs in order."""
+    names = queue_names(p.path for p in walk(root))
+    tree_ref = f"{tree['metadata']['namespace']}/{tree['metadata']['name']}"
+    out = []
+    for placed in walk(root):
+        key = placed.key
+        used = admission.usage(key)
+        below = [p.key for p in walk(placed.node, placed.path[:-1])]
+        waiting = [job for leaf in below for job in pending.get(leaf, [])]
+        admitted = used.get(MAX_JOBS, 0)
+        usage = ", ".join(
+            f"{_short(r)} {format_canonical(r, used.get(r, 0))}/{format_canonical(r, m)}"
+            for r, m in sorted(placed.node.max.items()))
+        status = {
+            "min": {r: format_canonical(r, v) for r, v in sorted(placed.node.min.items())},
+            "max": {r: format_canonical(r, v) for r, v in sorted(placed.node.max.items())},
+            "used": {r: format_canonical(r, v) for r, v in sorted(used.items()) if v},
+            "pending": len(waiting), "admitted": admitted, "usage": usage,
+            "pendingJobs": waiting[:50],
+        }
+        out.append(QueueState(names[placed.path], placed.path, {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "Queue",
+            "metadata": {"name": names[placed.path], "namespace": QUEUE_NAMESPACE,
+                         "labels": {"fleet.sh/quota-tree": tree["metadata"]["name"]}},
+            "spec": {"tree": tree_ref, "path": list(placed.path)},
+            "status": status,
+        }))
+    return out
+
+
+def _short(resource: str) -> str:
+    return {"kube-queue/max-jobs": "jobs", "nvidia.com/gpu": "gpu"}.get(resource, resource)
