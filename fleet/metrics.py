@@ -30,6 +30,13 @@ QUOTA_USED = Gauge("fleet_quota_used", "Quota used at a tree node, canonical uni
                    ["queue", "resource"])
 
 
+FAILOVERS = Counter("fleet_failovers_total", "Jobs moved off a lost or unhealthy member")
+FAILOVER_SECONDS = Histogram(
+    "fleet_failover_seconds", "From a share turning unhealthy to the job bound again",
+    buckets=(1, 2, 5, 10, 20, 30, 45, 60, 120, 300, 600),
+)
+
+
 def serve(port: int) -> None:
     """Serve /metrics on 127.0.0.1:``port`` (0 = do not serve)."""
     if port:

@@ -136,6 +136,14 @@ class LocalFleet:
             _terminate(int(pid), sig)
         self._save(processes=pids)
 
+    def kill_component(self, cluster: str, component: str = "kube-apiserver") -> None:
+        """Kill one control-plane process of ``cluster`` (a member's API server, say)."""
+        state = self._load()
+        kwok = Kwokctl(Binaries(Path(state["binaries"])), self.workdir)
+        pid = int(kwok.pid_file(cluster, component).read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        self.say(f"{cluster}: killed {component} (pid {pid})")
+
     def down(self) -> None:
         state = self._load()
         for name, pid in state.get("processes", {}).items():

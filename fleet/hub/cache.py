@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Body = dict[str, Any]
+EVICTING = "fleet.sh/evict-after"
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
 JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES = (
@@ -35,14 +36,21 @@ class Snapshot:
     priority_classes: Mapping[Key, Body]
 
     @functools.cached_property
-    def _works_by_job(self) -> dict[str, list[Body]]:
-        out: dict[str, list[Body]] = {}
+    def _works_by_job(self) -> dict[tuple[str, bool], list[Body]]:
+        out: dict[tuple[str, bool], list[Body]] = {}
         for work in self.works.values():
-            out.setdefault(work.get("spec", {}).get("job", {}).get("uid", ""), []).append(work)
+            uid = work.get("spec", {}).get("job", {}).get("uid", "")
+            evicting = EVICTING in (work["metadata"].get("annotations") or {})
+            out.setdefault((uid, evicting), []).append(work)
         return out
 
     def works_of(self, job_uid: str) -> list[Body]:
-        return self._works_by_job.get(job_uid, [])
+        """The Works of the job's current placement."""
+        return self._works_by_job.get((job_uid, False), [])
+
+    def evicting_of(self, job_uid: str) -> list[Body]:
+        """Works left on clusters the job failed over from, kept until it runs elsewhere."""
+        return self._works_by_job.get((job_uid, True), [])
 
 
 @dataclass

@@ -18,6 +18,7 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
 from fleet.clients.patches import merge_diff
 from fleet.hub import works as w
+from fleet.hub.cache import EVICTING
 from fleet.kinds.base import KindAdapter
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class Dispatcher:
         self._namespaces: set[str] = set()
 
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
-             clusters: Sequence[str], extra: Mapping[str, str] | None = None) -> Body | None:
+             clusters: Sequence[str], extra: Mapping[str, str | None] | None = None
+             ) -> Body | None:
         """Record the placement; None when the job changed since it was read."""
         meta = job["metadata"]
         finalizers = list(meta.get("finalizers") or [])
@@ -53,22 +55,25 @@ class Dispatcher:
         except (errors.Conflict, errors.NotFound):
             return None
 
-    def unbind(self, job: Mapping[str, Any], adapter: KindAdapter) -> Body | None:
+    def unbind(self, job: Mapping[str, Any], adapter: KindAdapter,
+               extra: Mapping[str, str] | None = None) -> Body | None:
         """Forget the placement (and the admission and requeue marks): pending again."""
         meta = job["metadata"]
         finalizers = [f for f in meta.get("finalizers") or [] if f != w.FINALIZER]
         patch = {"metadata": {"finalizers": finalizers, "annotations": {
-            w.PLACEMENT: None, w.CLUSTERS: None, ADMITTED_AT: None, REQUEUE: None}}}
+            w.PLACEMENT: None, w.CLUSTERS: None, ADMITTED_AT: None, REQUEUE: None,
+            **(extra or {})}}}
         try:
             return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
         except errors.NotFound:
             return None
 
-    def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str) -> bool:
+    def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
+                     extra: Mapping[str, str] | None = None) -> bool:
         """Mark a bound job to go back to its queue; its Works are deleted next."""
         meta = job["metadata"]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {REQUEUE: reason}}}
+                              "annotations": {REQUEUE: reason, **(extra or {})}}}
         try:
             self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
         except (errors.Conflict, errors.NotFound):
@@ -122,6 +127,33 @@ class Dispatcher:
                 self.delete_work(work)
             raise
         return created
+
+    def evict(self, work: Mapping[str, Any], deadline: str) -> None:
+        """Detach a Work from the job's placement; it is deleted once the job runs elsewhere
+        or at ``deadline`` (purge mode Graciously)."""
+        self._annotate_work(work, {EVICTING: deadline})
+
+    def set_purge_mode(self, work: Mapping[str, Any], mode: str) -> None:
+        self._annotate_work(work, {w.PURGE_MODE: mode})
+
+    def drop_agent_finalizer(self, work: Mapping[str, Any]) -> None:
+        """For a Work on a lost member: the agent cannot release it, so the hub does."""
+        meta = work["metadata"]
+        if not meta.get("finalizers"):
+            return
+        try:
+            self.kube.patch(r.WORKS, meta["name"], {"metadata": {"finalizers": None}},
+                            meta["namespace"])
+        except errors.NotFound:
+            pass
+
+    def _annotate_work(self, work: Mapping[str, Any], annotations: Mapping[str, str]) -> None:
+        meta = work["metadata"]
+        try:
+            self.kube.patch(r.WORKS, meta["name"], {"metadata": {"annotations": annotations}},
+                            meta["namespace"])
+        except errors.NotFound:
+            pass
 
     def delete_work(self, work: Mapping[str, Any]) -> None:
         meta = work["metadata"]

@@ -23,14 +23,15 @@ from fleet import metrics
 from fleet.api.policy import PropagationPolicySpec
 from fleet.hub import queueing as q
 from fleet.hub import works as w
-from fleet.hub.cache import Body, Cache, Snapshot
+from fleet.hub.cache import EVICTING, Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.hub.leader import LeaderElector
 from fleet.hub.views import cluster_view, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
 from propagation.binding import binding_message
-from propagation.division import divide, with_assumed
+from propagation.division import Decision, divide, with_assumed
+from propagation.failover import ShareHealth, decide_failover
 from propagation.matching import governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, PlacementRules
@@ -105,6 +106,12 @@ class Scheduler:
         for view in clusters:
             metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
             metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
+        self._clusters = {c.name: c for c in clusters}
+        self._lost_since = lost_since(snap)
+        self._now = now
+        self._policies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
+                          for b in (*snap.policies.values(), *snap.cluster_policies.values())}
+        self._refs = [policy_ref(b) for b in self._policies.values()]
         unbound: list[Body] = []
         for job in sorted(snap.jobs.values(), key=_creation_order):
             try:
@@ -124,9 +131,12 @@ class Scheduler:
         adapter = adapter_for(job["apiVersion"], job["kind"])
         meta = job["metadata"]
         works = snap.works_of(meta["uid"])
+        evicting = snap.evicting_of(meta["uid"])
         if meta.get("deletionTimestamp"):
-            self._finalize(job, adapter, works)
+            self._finalize(job, adapter, [*works, *evicting])
             return False
+        if evicting:
+            self._sweep_evicting(job, adapter, works, evicting)
         annotations = meta.get("annotations") or {}
         if q.REQUEUE in annotations:
             self._finish_requeue(job, adapter, works, annotations[q.REQUEUE])
@@ -135,8 +145,71 @@ class Scheduler:
         if placement:
             self._complete_dispatch(job, adapter, placement, works)
             self._aggregate(job, adapter, works)
+            if not adapter.is_finished(job):
+                self._check_failover(job, adapter, works)
             return False
         return not adapter.is_finished(job)
+
+    # -- failover ---------------------------------------------------------------------
+    def _policy_of(self, job: Body) -> Body | None:
+        chosen = governing_policy(job_identity(job), self._refs)
+        return self._policies.get((chosen.namespace, chosen.name)) if chosen else None
+
+    def _check_failover(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
+        policy = self._policy_of(job)
+        settings = failover_settings(policy) if policy else None
+        if settings is None:
+            return
+        shares = [self._share_health(work) for work in works]
+        decision = decide_failover(shares, settings.toleration_seconds)
+        if decision is None:
+            return
+        metrics.FAILOVERS.inc()
+        since = min((self._now.timestamp() - s.unhealthy_for for s in shares if not s.healthy),
+                    default=self._now.timestamp())
+        started = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.dispatcher.event(job, "FailedOver", decision.reason, "Warning")
+        log.info("failing over %s: %s", q.job_key(job), decision.reason)
+        if settings.purge_mode == "Graciously":
+            deadline = self._now.timestamp() + settings.grace_period_seconds
+            for work in works:
+                self.dispatcher.evict(work, datetime.fromtimestamp(deadline, UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"))
+            unbound = self.dispatcher.unbind(job, adapter, {w.FAILOVER_SINCE: started})
+            if unbound is not None:
+                self.cache.upsert("jobs", unbound)
+            return
+        for work in works:
+            self.dispatcher.set_purge_mode(work, settings.purge_mode)
+        self.dispatcher.mark_requeue(job, adapter, f"failed over: {decision.reason}",
+                                     {w.FAILOVER_SINCE: started})
+
+    def _share_health(self, work: Body) -> ShareHealth:
+        cluster = work["spec"]["placement"]["cluster"]
+        view = self._clusters.get(cluster)
+        if view is None or not view.ready:
+            since = self._lost_since.get(cluster)
+            lost_for = (self._now - since).total_seconds() if since else 0.0
+            why = view.not_ready_reason if view else "cluster removed"
+            return ShareHealth(cluster, False, lost_for, f"cluster lost ({why})", True)
+        for condition in (work.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Healthy" and condition.get("status") == "False":
+                since = parse_time(condition.get("lastTransitionTime")) or self._now
+                return ShareHealth(cluster, False, (self._now - since).total_seconds(),
+                                   str(condition.get("message") or "unhealthy"))
+        return ShareHealth(cluster, True)
+
+    def _sweep_evicting(self, job: Body, adapter: KindAdapter, works: Sequence[Body],
+                        evicting: Sequence[Body]) -> None:
+        """Graciously: old Works go once the new placement runs, or when their time is up."""
+        running = bool(works) and all((wk.get("status") or {}).get("state") in (
+            "Running", "Succeeded") for wk in works)
+        for work in evicting:
+            deadline = parse_time((work["metadata"].get("annotations") or {}).get(EVICTING))
+            expired = deadline is not None and self._now >= deadline
+            if (running or expired or adapter.is_finished(job)) and not work["metadata"].get(
+                    "deletionTimestamp"):
+                self.dispatcher.delete_work(work)
 
     # -- deciding ---------------------------------------------------------------------
     def _decide(self, jobs: Sequence[Body], snap: Snapshot, clusters: Sequence[ClusterView],
@@ -189,25 +262,16 @@ class Scheduler:
     def _decide_one(self, c: Candidate, admission: AdmissionPass | None,
                     views: dict[str, ClusterView], assumed: dict[str, list[Resources]],
                     stamp: str) -> Waiting | None:
-        job, meta = c.job, c.job["metadata"]
+        """Admit (when queued), divide and dispatch one job; why it waits, or None."""
         if c.queued is not None:
-            if admission is None:
-                return Waiting("NoQuotaTree", "the policy queues this job (suspension."
-                                              "scheduling) but no ElasticQuotaTree exists in "
-                                              f"{q.TREE_NAMESPACE}")
-            verdict = admission.check(c.queued)
-            if not verdict.fits:
-                admission.wait(c.queued)
-                reason = "NoQuotaLeaf" if admission.leaf(c.queued) is None else "QuotaExceeded"
-                return Waiting(reason, verdict.reason)
-            if verdict.victims:
-                self._preempt(verdict.victims, for_job=job)
-                admission.release(verdict.victims)
-                admission.wait(c.queued)
-                victims = ", ".join(v.job.key for v in verdict.victims)
-                return Waiting("Reclaiming", f"{verdict.reason}: preempting {victims}")
-        demand = c.adapter.demand(q.job_key(job), job)
-        fleet_views = [with_assumed(v, assumed.get(v.name, [])) for v in views.values()]
+            why = self._admit(c, admission)
+            if why is not None:
+                return why
+        demand = c.adapter.demand(q.job_key(c.job), c.job)
+        leaving = {wk["spec"]["placement"]["cluster"]
+                   for wk in self.cache.snapshot().evicting_of(c.job["metadata"]["uid"])}
+        fleet_views = [with_assumed(v, assumed.get(v.name, [])) for v in views.values()
+                       if v.name not in leaving]
         started = time.perf_counter()
         decision = divide(demand, fleet_views, c.rules)
         metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
@@ -217,13 +281,47 @@ class Scheduler:
                 admission.wait(c.queued)
             return Waiting("Unschedulable", decision.reason)
         metrics.DECISIONS.labels("placed").inc()
+        return self._dispatch(c, decision, admission, assumed, stamp)
+
+    def _admit(self, c: Candidate, admission: AdmissionPass | None) -> Waiting | None:
+        """The quota queue's verdict: None to go on to division."""
+        assert c.queued is not None
+        if admission is None:
+            return Waiting("NoQuotaTree", "the policy queues this job (suspension.scheduling) "
+                                          f"but no ElasticQuotaTree exists in {q.TREE_NAMESPACE}")
+        verdict = admission.check(c.queued)
+        if not verdict.fits:
+            admission.wait(c.queued)
+            reason = "NoQuotaLeaf" if admission.leaf(c.queued) is None else "QuotaExceeded"
+            return Waiting(reason, verdict.reason)
+        if verdict.victims:
+            self._preempt(verdict.victims, for_job=c.job)
+            admission.release(verdict.victims)
+            admission.wait(c.queued)
+            victims = ", ".join(v.job.key for v in verdict.victims)
+            return Waiting("Reclaiming", f"{verdict.reason}: preempting {victims}")
+        return None
+
+    def _dispatch(self, c: Candidate, decision: Decision, admission: AdmissionPass | None,
+                  assumed: dict[str, list[Resources]], stamp: str) -> Waiting | None:
+        """Bind, create every Work (or roll back), then tell: events and status."""
+        job, meta = c.job, c.job["metadata"]
         clusters_used = [s.cluster for s in decision.shares]
-        extra = {q.ADMITTED_AT: stamp} if c.queued is not None else {}
+        policy = self._policy_of(job)
+        settings = failover_settings(policy) if policy else None
+        failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
+        extra: dict[str, str | None] = {
+            q.ADMITTED_AT: stamp if c.queued is not None else None,
+            w.PURGE_MODE: settings.purge_mode if settings else None,
+            w.FAILOVER_SINCE: None,
+        }
         bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
                                      clusters_used, extra)
         if bound is None:
             return None  # changed under us; the next pass sees the new version
         self.cache.upsert("jobs", bound)
+        if failed_over is not None:
+            metrics.FAILOVER_SECONDS.observe((self._now - failed_over).total_seconds())
         shares = w.decode_placement(bound)
         try:
             created = self.dispatcher.create_works(
@@ -325,6 +423,10 @@ class Scheduler:
         in its queue again (its quota was released when it was marked)."""
         if works:
             for work in works:
+                cluster = work["spec"]["placement"]["cluster"]
+                lost = not (view := self._clusters.get(cluster)) or not view.ready
+                if lost:  # its agent cannot clean up now; it purges orphans when back
+                    self.dispatcher.drop_agent_finalizer(work)
                 if not work["metadata"].get("deletionTimestamp"):
                     self.dispatcher.delete_work(work)
             return
@@ -352,6 +454,45 @@ class Scheduler:
 
 def _queue_names(root: QuotaNode) -> dict[tuple[str, ...], str]:
     return queue_names(p.path for p in walk(root))
+
+
+@dataclass(frozen=True)
+class FailoverSettings:
+    toleration_seconds: float
+    purge_mode: str
+    grace_period_seconds: float
+
+
+def failover_settings(policy: Mapping[str, Any]) -> FailoverSettings | None:
+    """The policy's application failover, defaulted as Karmada does; None when it has none."""
+    spec = PropagationPolicySpec.model_validate(policy.get("spec", {}))
+    app = spec.failover.application if spec.failover else None
+    if app is None:
+        return None
+    toleration = app.decision_conditions.toleration_seconds if app.decision_conditions else None
+    return FailoverSettings(
+        toleration_seconds=float(300 if toleration is None else toleration),
+        purge_mode=app.purge_mode.value if app.purge_mode else "Graciously",
+        grace_period_seconds=float(600 if app.grace_period_seconds is None
+                                   else app.grace_period_seconds),
+    )
+
+
+def lost_since(snap: Snapshot) -> dict[str, datetime]:
+    """When each member stopped being usable: its Ready condition turning False, or its
+    agent's last heartbeat."""
+    out: dict[str, datetime] = {}
+    for body in snap.clusters.values():
+        status = body.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+                     None)
+        since = None
+        if ready is not None and ready.get("status") != "True":
+            since = parse_time(ready.get("lastTransitionTime"))
+        since = since or parse_time(status.get("lastHeartbeatTime"))
+        if since is not None:
+            out[body["metadata"]["name"]] = since
+    return out
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:

@@ -20,8 +20,11 @@ FINALIZER = "fleet.sh/dispatch"
 JOB_UID = "fleet.sh/job-uid"
 WORK = "fleet.sh/work"
 OFFSETS = "fleet.sh/replica-offsets"
+PURGE_MODE = "fleet.sh/purge-mode"
+FAILOVER_SINCE = "fleet.sh/failover-since"
 WORLD = "fleet.sh/world"
-HUB_ANNOTATIONS = (PLACEMENT, CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration")
+HUB_ANNOTATIONS = (PLACEMENT, CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
+                   "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE)
 
 _PREFIX = {
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjob",

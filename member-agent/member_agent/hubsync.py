@@ -29,6 +29,8 @@ Body = dict[str, Any]
 FINALIZER = "fleet.sh/agent"
 FIELD_MANAGER = "fleet-agent"
 PURGE_MODE = "fleet.sh/purge-mode"
+WORK_ANNOTATION = "fleet.sh/work"
+JOB_UID = "fleet.sh/job-uid"
 
 
 def stamp() -> str:
@@ -42,6 +44,7 @@ class HubSync:
         self.works: dict[str, Body] = {}
         self.reported: dict[str, Body] = {}
         self.bound_at: dict[str, str] = {}
+        self.unhealthy_since: dict[str, str] = {}
         self.lock = threading.Lock()
         self.namespaces: set[str] = set()
 
@@ -76,7 +79,28 @@ class HubSync:
                 self.works.pop(gone, None)
         for work in items:
             self.handle(work, deleted=False)
+        self.collect_orphans(names)
         return version
+
+    def collect_orphans(self, works: set[str]) -> None:
+        """Jobs this agent applied whose Work is gone (deleted while the agent or its member
+        was away, e.g. a failover from a lost cluster) are purged as their purge mode says."""
+        for resource in r.JOB_KINDS:
+            try:
+                jobs, _ = self.member.list(resource, label_selector=JOB_UID)
+            except errors.ApiError:
+                continue
+            for job in jobs:
+                annotations = job["metadata"].get("annotations") or {}
+                owner = annotations.get(WORK_ANNOTATION, "")
+                if not owner.startswith(f"{self.namespace}/") or owner.split("/", 1)[1] in works:
+                    continue
+                if annotations.get(PURGE_MODE) == "Never":
+                    continue
+                log.info("purging orphaned %s %s/%s (work %s is gone)", job["kind"],
+                         job["metadata"]["namespace"], job["metadata"]["name"], owner)
+                self.member.delete(resource, job["metadata"]["name"],
+                                   job["metadata"]["namespace"])
 
     def handle(self, work: Body, *, deleted: bool) -> None:
         name = work["metadata"]["name"]
@@ -121,7 +145,7 @@ class HubSync:
     def purge(self, work: Body) -> None:
         """Remove the Work's objects from the member, then let the hub delete the Work."""
         meta = work["metadata"]
-        mode = (meta.get("annotations") or {}).get(PURGE_MODE, "Immediately")
+        mode = (meta.get("annotations") or {}).get(PURGE_MODE) or _purge_mode(work)
         if mode != "Never":
             for manifest in work["spec"]["manifests"]:
                 resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
@@ -172,6 +196,7 @@ class HubSync:
         key = (manifest["kind"], meta["namespace"], meta["name"])
         job, job_pods = self.state.stores.read(key)
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
+        healthy, why = _health(job_pods)
         job_status = (job or {}).get("status") or {}
         expected = sum(role.replicas for role in adapter.roles(manifest))
         pods = [_summary(p) for p in sorted(job_pods, key=lambda p: p["metadata"]["name"])]
@@ -190,7 +215,33 @@ class HubSync:
         }
         if name in self.bound_at:
             status["boundTime"] = self.bound_at[name]
+        if healthy:
+            self.unhealthy_since.pop(name, None)
+        else:
+            self.unhealthy_since.setdefault(name, stamp())
+        status["conditions"].append({
+            "type": "Healthy", "status": "True" if healthy else "False",
+            "reason": "Healthy" if healthy else "Unschedulable", "message": why,
+            "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
+                "creationTimestamp")})
         return status
+
+
+def _purge_mode(work: Mapping[str, Any]) -> str:
+    manifests = work["spec"]["manifests"]
+    return str((manifests[0]["metadata"].get("annotations") or {}).get(PURGE_MODE)
+               or "Immediately")
+
+
+def _health(pods: list[Body]) -> tuple[bool, str]:
+    """A share is unhealthy while one of its pods cannot be scheduled on the member."""
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
+                    and condition.get("reason") == "Unschedulable"):
+                return False, f"pod {pod['metadata']['name']} unschedulable: " + str(
+                    condition.get("message", ""))[:200]
+    return True, ""
 
 
 def _summary(pod: Mapping[str, Any]) -> Body:

@@ -34,6 +34,8 @@ class Reporter:
         self.interval, self.min_gap = interval, min_gap
         self.version = ""
         self.last_ok = time.monotonic()
+        self.member_down_since: str | None = None
+        self.ready_since: str | None = None
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -48,8 +50,30 @@ class Reporter:
             self.state.changed.clear()
             stop.wait(self.min_gap)
 
+    def member_reachable(self) -> bool:
+        try:
+            self.member.raw("GET", "/readyz")
+        except errors.ApiError:
+            return False
+        return True
+
     def body(self) -> dict[str, Any]:
         now = datetime.now(UTC)
+        if not self.member_reachable():
+            # Heartbeat on, but not Ready: the hub learns at once that the member is lost,
+            # and since when, rather than waiting for a heartbeat timeout.
+            self.member_down_since = self.member_down_since or stamp(now)
+            self.ready_since = None
+            return {"status": {
+                "lastHeartbeatTime": stamp(now),
+                "conditions": [{
+                    "type": "Ready", "status": "False", "reason": "MemberAPIUnreachable",
+                    "message": "the agent cannot reach its member's API server",
+                    "lastTransitionTime": self.member_down_since,
+                }],
+            }}
+        self.member_down_since = None
+        self.ready_since = self.ready_since or stamp(now)
         nodes, pods = self.state.snapshot()
         groups = group_nodes(nodes, pods)
         allocatable, free = totals(groups)
@@ -66,7 +90,7 @@ class Reporter:
             "conditions": [{
                 "type": "Ready", "status": "True", "reason": "AgentHeartbeat",
                 "message": f"agent reports {sum(g.count for g in groups)} schedulable nodes",
-                "lastTransitionTime": stamp(now),
+                "lastTransitionTime": self.ready_since,
             }],
             "capacity": {
                 "observedTime": stamp(now),

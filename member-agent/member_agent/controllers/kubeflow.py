@@ -25,6 +25,7 @@ JOB_ROLE = f"{GROUP_LABEL}/job-role"
 OPERATOR = f"{GROUP_LABEL}/operator-name"
 OFFSETS = "fleet.sh/replica-offsets"
 WORLD = "fleet.sh/world"
+CLUSTERSET_DOMAIN = "clusterset.local"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,28 @@ class KubeflowKind:
             for name, count in share["replicas"].items():
                 total[name] = total.get(name, 0) + count
         return total
+
+    def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
+        """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the
+        hub split the job: then this cluster holds only its share's indices)."""
+        annotations = job["metadata"].get("annotations") or {}
+        if not annotations.get(WORLD):
+            return True
+        for t in self.replica_types(job):
+            if t.name == rtype:
+                return index in t.indices()
+        return False
+
+    def peer_host(self, job: Mapping[str, Any], rtype: str, index: int,
+                  *, qualified: bool = False) -> str:
+        """How a replica reaches replica ``index`` of ``rtype``: its Service in this cluster,
+        or, across clusters, the Multi-Cluster Services name (KEP-1645) of the Service the
+        peer's agent exports, ``<svc>.<ns>.svc.clusterset.local``."""
+        meta = job["metadata"]
+        name = core.pod_name(meta["name"], rtype, index)
+        if not self.is_local(job, rtype, index):
+            return f"{name}.{meta['namespace']}.svc.{CLUSTERSET_DOMAIN}"
+        return f"{name}.{meta['namespace']}.svc" if qualified else name
 
     def is_leader(self, rtype: str, index: int, types: Sequence[str]) -> bool:
         if any(t in self.leader_types for t in types):
@@ -207,7 +230,6 @@ class KubeflowKind:
 class PyTorchKind(KubeflowKind):
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
             world: Mapping[str, int]) -> list[Body]:
-        name = job["metadata"]["name"]
         total = sum(world.values())
         nproc = str(job["spec"].get("nprocPerNode") or "")
         per_node = int(nproc) if nproc.isdigit() else 1
@@ -215,7 +237,7 @@ class PyTorchKind(KubeflowKind):
         env = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
         if "Master" in world:
             port = str(self.port_of(job, "Master"))
-            master = f"{name}-master-0"
+            master = self.peer_host(job, "Master", 0)
             env += [{"name": "MASTER_PORT", "value": port},
                     {"name": "PET_MASTER_PORT", "value": port},
                     {"name": "MASTER_ADDR", "value": master},
@@ -226,6 +248,9 @@ class PyTorchKind(KubeflowKind):
                     {"name": "PET_NNODES", "value": str(total)}]
         if nproc:
             env.append({"name": "PET_NPROC_PER_NODE", "value": nproc})
+        world_text = (job["metadata"].get("annotations") or {}).get(WORLD)
+        if world_text:  # split across clusters: every replica learns where its peers are
+            env.append({"name": "FLEET_WORLD", "value": world_text})
         return env
 
 
@@ -234,10 +259,9 @@ class TFKind(KubeflowKind):
             world: Mapping[str, int]) -> list[Body]:
         if sum(world.values()) == 1:
             return []  # Kubeflow leaves TF_CONFIG out for a single replica
-        meta = job["metadata"]
         cluster = {
-            t.lower(): [f"{meta['name']}-{t.lower()}-{i}.{meta['namespace']}.svc:"
-                        f"{self.port_of(job, t)}" for i in range(count)]
+            t.lower(): [f"{self.peer_host(job, t, i, qualified=True)}:{self.port_of(job, t)}"
+                        for i in range(count)]
             for t, count in world.items()
         }
         config = {"cluster": cluster, "task": {"type": rtype.lower(), "index": index},

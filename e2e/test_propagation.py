@@ -1,0 +1,238 @@
+"""Gang division, propagation and failover on a hub with three members.
+
+member1 and member2 have 4 nodes x 8 GPUs; member3 is fragmented (4 nodes x 1 GPU), so that
+summed-free mode and node-aware mode disagree about it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.conftest import eventually
+from e2e.jobs import seed_pytorchjob, state
+from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet.demo import binding_event
+from e2e.localfleet.nodes import NodeShape
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+pytestmark = pytest.mark.e2e
+Body = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def fleet3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    workdir = Path(tmp_path_factory.mktemp("fleet3"))
+    local = LocalFleet(workdir, members={
+        "member1": [NodeShape(4, 8)], "member2": [NodeShape(4, 8)],
+        "member3": [NodeShape(4, 1, model="NVIDIA-T4")],
+    }, say=lambda m: print(f"[fleet3] {m}", flush=True))
+    try:
+        local.up()
+        eventually(lambda: len([c for c in local.client(HUB).list(r.MEMBERCLUSTERS)[0]
+                                if (c.get("status") or {}).get("capacity")]) == 3,
+                   what="three members reporting capacity")
+        yield local
+    finally:
+        local.down()
+
+
+def policy(namespace: str, *, split: int = 1, toleration: int | None = None,
+           purge: str = "Immediately") -> Body:
+    spec: Body = {
+        "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                            "customSchedulingType": "Gang"}},
+    }
+    if split > 1:
+        spec["placement"]["spreadConstraints"] = [{"spreadByField": "cluster",
+                                                   "maxGroups": split}]
+    if toleration is not None:
+        spec["failover"] = {"application": {"decisionConditions": {
+            "tolerationSeconds": toleration}, "purgeMode": purge}}
+    return {"apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "gang", "namespace": namespace}, "spec": spec}
+
+
+def setup_namespace(hub: Kube, namespace: str, **kwargs: Any) -> None:
+    if hub.get_or_none(r.NAMESPACES, namespace) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": namespace}})
+    hub.apply(r.PROPAGATIONPOLICIES, policy(namespace, **kwargs), field_manager="test")
+
+
+RESULT = re.compile(r"\{(member\d):0,\[([^\]]*)\]\}")
+
+
+def placement(hub: Kube, job: Body) -> dict[str, str]:
+    message = eventually(lambda: binding_event(hub, job), what="a binding event")
+    return dict(RESULT.findall(message))
+
+
+def wait_state(hub: Kube, name: str, namespace: str, wanted: str,
+               timeout: float = 60) -> Body:
+    def check() -> Body | None:
+        job = hub.get(r.PYTORCHJOBS, name, namespace)
+        return job if state(job) == wanted else None
+    return eventually(check, timeout=timeout, what=f"{namespace}/{name} {wanted}")
+
+
+def env_of(pod: Body) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_a_gang_too_big_for_one_member_runs_split_across_two(fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "split", split=2)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("big", "split", run_for="4s", gpus=8,
+                                                    workers=4))  # 5 x 8 GPUs > 32 per member
+    shares = placement(hub, job)
+    assert shares == {"member1": "{master 1} {worker 3}", "member2": "{worker 1}"}
+
+    ranks: dict[str, str] = {}
+    for cluster in ("member1", "member2"):
+        member = fleet3.client(cluster)
+
+        def pods(m: Kube = member) -> list[Body] | None:
+            found, _ = m.list(r.PODS, "split", label_selector="training.kubeflow.org/job-name=big")
+            return found if found and all(p["spec"].get("nodeName") for p in found) else None
+
+        for pod in eventually(pods, what=f"pods on {cluster}"):
+            env = env_of(pod)
+            ranks[pod["metadata"]["name"]] = env["RANK"]
+            assert env["WORLD_SIZE"] == "5"
+            assert json.loads(env["FLEET_WORLD"])[0]["cluster"] == "member1"
+            expected = ("big-master-0" if cluster == "member1"
+                        else "big-master-0.split.svc.clusterset.local")
+            assert env["MASTER_ADDR"] == expected
+    assert ranks == {"big-master-0": "0", "big-worker-0": "1", "big-worker-1": "2",
+                     "big-worker-2": "3", "big-worker-3": "4"}
+    done = wait_state(hub, "big", "split", "Succeeded")
+    assert done["status"]["clusters"] == ["member1", "member2"]
+    assert done["status"]["replicaStatuses"]["Worker"] == {"succeeded": 4}
+
+
+def test_kubectl_fleet_shows_every_member_share(fleet3: LocalFleet) -> None:
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "fleet.cli", "--kubeconfig",
+                               str(fleet3.kubeconfig(HUB)), *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    jobs = cli("get", "pytorchjob", "-M", "-n", "split").splitlines()
+    assert jobs[0].split() == ["NAME", "CLUSTER", "STATE", "AGE", "ADOPTION"]
+    assert [line.split()[:3] + line.split()[-1:] for line in jobs[1:]] == [
+        ["big", "member1", "Succeeded", "Y"], ["big", "member2", "Succeeded", "Y"]]
+    pods = cli("get", "pod", "-M", "-n", "split").splitlines()
+    assert pods[0].split() == ["NAME", "CLUSTER", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert {tuple(line.split()[:2]) for line in pods[1:]} >= {("big-master-0", "member1"),
+                                                               ("big-worker-3", "member2")}
+
+
+def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "frag")
+    def two_by_two(name: str) -> Body:  # 2 workers of 2 GPUs each
+        return seed_pytorchjob(name, "frag", gpus=2, workers=2, master=False, run_for="1h")
+
+    aware = hub.create(r.PYTORCHJOBS, two_by_two("aware"))
+    assert set(placement(hub, aware)) <= {"member1", "member2"}
+    wait_state(hub, "aware", "frag", "Running")
+
+    hub.create(r.PYTORCHJOBS, seed_pytorchjob("too-big", "frag", gpus=16, workers=1,
+                                              master=False))
+    reason = eventually(lambda: (hub.get(r.PYTORCHJOBS, "too-big", "frag").get("status") or {}
+                                 ).get("queue", {}).get("message"), what="too-big's reason")
+    assert "member3: 1 of 1 replicas find no node with room" in reason
+    assert state(hub.get(r.PYTORCHJOBS, "too-big", "frag")) == "Queuing"
+    hub.delete(r.PYTORCHJOBS, "too-big", "frag")
+
+    fleet3.stop_process("hub")
+    fleet3.hub_args = ["--fit-mode", "Summed"]
+    fleet3.start_hub()
+    try:
+        summed = hub.create(r.PYTORCHJOBS, two_by_two("summed"))
+        assert placement(hub, summed) == {"member3": "{worker 2}"}
+        member3 = fleet3.client("member3")
+
+        def stranded() -> list[Body] | None:
+            pods, _ = member3.list(r.PODS, "frag",
+                                   label_selector="training.kubeflow.org/job-name=summed")
+            unschedulable = [p for p in pods for c in (p.get("status") or {}).get(
+                "conditions") or [] if c.get("reason") == "Unschedulable"]
+            return unschedulable or None
+
+        assert eventually(stranded, what="summed mode's gang stranded on member3")
+    finally:
+        fleet3.stop_process("hub")
+        fleet3.hub_args = []
+        fleet3.start_hub()
+    for name in ("aware", "summed"):
+        hub.delete(r.PYTORCHJOBS, name, "frag")
+
+
+def test_two_hubs_never_bind_a_job_twice(fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "race")
+    fleet3.start_hub("hub-2")
+    try:
+        jobs = [hub.create(r.PYTORCHJOBS, seed_pytorchjob(f"race-{i}", "race", run_for="1s",
+                                                          workers=1))
+                for i in range(8)]
+        for job in jobs:
+            placement(hub, job)
+        for job in jobs:
+            events, _ = hub.list(r.EVENTS, "race",
+                                 field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+            bindings = [e for e in events if e.get("reason") == "ScheduleBindingSucceed"]
+            assert len(bindings) == 1, bindings
+            works = [w for w in hub.list(r.WORKS)[0]
+                     if w["spec"]["job"]["uid"] == job["metadata"]["uid"]]
+            assert len(works) == 1
+        fleet3.stop_process("hub", signal.SIGKILL)  # whichever leads, one hub remains
+        late = hub.create(r.PYTORCHJOBS, seed_pytorchjob("late", "race", run_for="1s"))
+        started = time.monotonic()
+        placement(hub, late)
+        print(f"bound by the surviving hub {time.monotonic() - started:.1f}s after the kill")
+    finally:
+        fleet3.stop_process("hub-2")
+        fleet3.stop_process("hub")
+        fleet3.start_hub()
+
+
+def test_stopping_a_member_api_server_moves_its_jobs(fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "failover", toleration=5)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("survivor", "failover", run_for="1h"))
+    first = placement(hub, job)
+    (lost,) = first
+    wait_state(hub, "survivor", "failover", "Running")
+
+    fleet3.kill_component(lost, "kube-apiserver")
+    killed = time.monotonic()
+
+    def moved() -> str | None:
+        events, _ = hub.list(r.EVENTS, "failover",
+                             field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+        clusters = [c for e in events if e.get("reason") == "ScheduleBindingSucceed"
+                    for c in RESULT.findall(str(e.get("message")))]
+        return next((c[0] for c in clusters if c[0] != lost), None)
+
+    target = eventually(moved, timeout=90, what="the job bound to another member")
+    elapsed = time.monotonic() - killed
+    print(f"failover from {lost} to {target}: bound {elapsed:.1f}s after the API server died "
+          f"(toleration 5s)")
+    running = wait_state(hub, "survivor", "failover", "Running", timeout=60)
+    assert running["status"]["clusters"] == [target]
+    failed_over = [e for e in hub.list(r.EVENTS, "failover")[0] if e.get("reason") == "FailedOver"]
+    assert failed_over
+    assert f"{lost}: cluster lost" in failed_over[0]["message"]
