@@ -209,6 +209,43 @@ def test_two_hubs_never_bind_a_job_twice(fleet3: LocalFleet) -> None:
         fleet3.start_hub()
 
 
+def test_propagate_deps_sends_referenced_objects_and_removes_them_with_the_job(
+        fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "deps")
+    hub.apply(r.PROPAGATIONPOLICIES, {**policy("deps"), "spec": {
+        **policy("deps")["spec"], "propagateDeps": True}}, field_manager="test")
+    hub.create(r.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": "settings", "namespace": "deps"},
+                              "data": {"lr": "0.01"}})
+    hub.create(r.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": "token", "namespace": "deps"},
+                           "stringData": {"key": "s3cr3t"}})
+    job = seed_pytorchjob("with-deps", "deps", run_for="1h", workers=1)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        pod["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+        pod["containers"][0]["env"] = [{"name": "T", "valueFrom": {"secretKeyRef": {
+            "name": "token", "key": "key"}}}, {"name": "X", "valueFrom": {"configMapKeyRef": {
+                "name": "absent", "key": "k"}}}]
+    created = hub.create(r.PYTORCHJOBS, job)
+    (cluster,) = placement(hub, created)
+    member = fleet3.client(cluster)
+    settings = eventually(lambda: member.get_or_none(r.CONFIGMAPS, "settings", "deps"),
+                          what="the ConfigMap on the member")
+    assert settings["data"] == {"lr": "0.01"}
+    token = eventually(lambda: member.get_or_none(r.SECRETS, "token", "deps"),
+                       what="the Secret on the member")
+    assert token["data"]["key"] == "czNjcjN0"
+    events, _ = hub.list(r.EVENTS, "deps")
+    missing = [e["message"] for e in events if e.get("reason") == "DependencyMissing"]
+    assert missing == ["propagateDeps: not found on the hub, not propagated: ConfigMap absent"]
+    hub.delete(r.PYTORCHJOBS, "with-deps", "deps")
+    eventually(lambda: member.get_or_none(r.CONFIGMAPS, "settings", "deps") is None,
+               what="the ConfigMap removed with the job")
+    assert member.get_or_none(r.SECRETS, "token", "deps") is None
+
+
 def test_stopping_a_member_api_server_moves_its_jobs(fleet3: LocalFleet) -> None:
     hub = fleet3.client(HUB)
     setup_namespace(hub, "failover", toleration=5)

@@ -11,10 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propagation.clusters import filter_clusters
+from propagation.clusters import filter_clusters, matches_affinity
 from propagation.fit import Packing, Replica, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
-from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules
+from propagation.views import (
+    ClusterView,
+    DivisionPreference,
+    FitMode,
+    JobDemand,
+    NodeGroup,
+    PlacementRules,
+    Role,
+    SchedulingType,
+)
 
 
 @dataclass(frozen=True)
@@ -23,6 +32,7 @@ class ClusterShare:
     replicas: tuple[tuple[str, int], ...]  # role -> count, in the job's role order
     offsets: tuple[tuple[str, int], ...]  # role -> index of this cluster's first replica
     nodes: tuple[str, ...] = ()  # nodes the share was packed onto (when known)
+    copy: bool = False  # Duplicated: a whole, independent copy of the job
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,10 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
         detail = f" ({'; '.join(rejected)})" if rejected else ""
         return Decision((), f"no eligible cluster{detail}")
     replicas = expand(job.roles)
+    if rules.scheduling_type is SchedulingType.DUPLICATED:
+        return _duplicate(job, replicas, filtered.eligible, rules, rejected)
+    if not rules.gang:
+        return _divide_by_weight(job, filtered.eligible, rules, rejected)
 
     fitting: list[tuple[tuple[int, ...], str, Packing]] = []
     for cluster in filtered.eligible:
@@ -121,6 +135,104 @@ def _split(job: JobDemand, replicas: list[Replica], clusters: Sequence[ClusterVi
         if not remaining:
             return tuple(shares)
     return ()
+
+
+def _duplicate(job: JobDemand, replicas: list[Replica], clusters: Sequence[ClusterView],
+               rules: PlacementRules, rejected: list[str]) -> Decision:
+    """Duplicated: every eligible cluster that fits the whole job runs its own copy."""
+    shares = []
+    for cluster in clusters:
+        packing = _pack(cluster, replicas, rules.fit_mode)
+        if packing.unplaced:
+            rejected.append(_explain(job, cluster, packing, rules.fit_mode))
+            continue
+        share = _share(job, cluster.name, packing.placed, {})
+        shares.append(ClusterShare(share.cluster, share.replicas, share.offsets, share.nodes,
+                                   copy=True))
+    if not shares:
+        return Decision((), "; ".join(rejected))
+    return Decision(tuple(shares), f"duplicated to {len(shares)} clusters")
+
+
+def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRules,
+                      rejected: list[str]) -> Decision:
+    """Divided without Gang, as Karmada divides replicas: each role's replicas split by
+    static weights, or by how many replicas each cluster can take (dynamic weights); with
+    the Aggregated preference, as few clusters as possible. Every share must still fit."""
+    capacity = {c.name: {role.name: _available(c, role, rules.fit_mode) for role in job.roles}
+                for c in clusters}
+    counts: dict[str, dict[str, int]] = {c.name: {} for c in clusters}
+    for role in job.roles:
+        if rules.preference is DivisionPreference.AGGREGATED:
+            split = _aggregate(role.replicas, {n: cap[role.name] for n, cap in capacity.items()})
+        else:
+            weights = ({c.name: _static_weight(c, rules) for c in clusters}
+                       if rules.static_weights
+                       else {n: cap[role.name] for n, cap in capacity.items()})
+            split = _by_weight(role.replicas, weights)
+        if split is None:
+            rejected.append(f"{role.name}: {role.replicas} replicas do not fit the eligible "
+                            "clusters")
+            return Decision((), "; ".join(rejected))
+        for name, count in split.items():
+            if count:
+                counts[name][role.name] = count
+    shares, offsets = [], {role.name: 0 for role in job.roles}
+    for cluster in clusters:
+        here = counts[cluster.name]
+        if not here:
+            continue
+        sub = JobDemand(job.key, tuple(Role(r.name, here.get(r.name, 0), r.request, r.leader)
+                                       for r in job.roles if here.get(r.name)))
+        packing = _pack(cluster, expand(sub.roles), rules.fit_mode)
+        if packing.unplaced:
+            rejected.append(_explain(sub, cluster, packing, rules.fit_mode))
+            return Decision((), "; ".join(rejected))
+        shares.append(_share(job, cluster.name, packing.placed, offsets))
+    return Decision(tuple(shares), f"divided over {len(shares)} clusters")
+
+
+def _available(cluster: ClusterView, role: Role, mode: FitMode) -> int:
+    """How many replicas of ``role`` the cluster could take on its own (Karmada's
+    "available replicas"), node by node unless in summed mode."""
+    def fits(free: Resources) -> int:
+        counts = [free.get(name, 0) // amount for name, amount in role.request.items() if amount]
+        return min(counts) if counts else 1_000_000
+
+    if mode is FitMode.SUMMED:
+        return fits(cluster.free)
+    return sum(fits(group.free) * group.count for group in cluster.node_groups)
+
+
+def _static_weight(cluster: ClusterView, rules: PlacementRules) -> int:
+    return max((weight for affinity, weight in rules.static_weights
+                if not matches_affinity(cluster, affinity)), default=0)
+
+
+def _aggregate(replicas: int, available: dict[str, int]) -> dict[str, int] | None:
+    out: dict[str, int] = {}
+    left = replicas
+    for name in sorted(available, key=lambda n: (-available[n], n)):
+        take = min(left, available[name])
+        if take:
+            out[name] = take
+            left -= take
+        if not left:
+            return out
+    return None if left else out
+
+
+def _by_weight(replicas: int, weights: dict[str, int]) -> dict[str, int] | None:
+    """Largest-remainder division of ``replicas`` by ``weights`` (ties: weight, then name)."""
+    total = sum(weights.values())
+    if total <= 0:
+        return None
+    base = {n: replicas * w // total for n, w in weights.items()}
+    left = replicas - sum(base.values())
+    order = sorted(weights, key=lambda n: (-(replicas * weights[n] % total), -weights[n], n))
+    for name in order[:left]:
+        base[name] += 1
+    return base
 
 
 def with_assumed(cluster: ClusterView, assumed: Sequence[Resources]) -> ClusterView:

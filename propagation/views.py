@@ -106,6 +106,11 @@ class Affinity:
     match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # key, operator, values
 
 
+class DivisionPreference(StrEnum):
+    AGGREGATED = "Aggregated"  # as few clusters as possible
+    WEIGHTED = "Weighted"  # by static weights, or by available replicas
+
+
 @dataclass(frozen=True)
 class PlacementRules:
     """The placement part of the governing policy, already defaulted."""
@@ -116,3 +121,5 @@ class PlacementRules:
     max_clusters: int = 1  # > 1 only when spreadConstraints allow a split
     scheduling_type: SchedulingType = SchedulingType.DIVIDED
     fit_mode: FitMode = FitMode.NODE_AWARE
+    preference: DivisionPreference = DivisionPreference.AGGREGATED
+    static_weights: tuple[tuple[Affinity, int], ...] = ()  # empty: weigh by available replicas

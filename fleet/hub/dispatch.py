@@ -20,6 +20,7 @@ from fleet.clients.patches import merge_diff
 from fleet.hub import works as w
 from fleet.hub.cache import EVICTING
 from fleet.kinds.base import KindAdapter
+from fleet.kinds.deps import CONFIGMAP, PVC, SECRET, dependency_manifest
 
 log = logging.getLogger(__name__)
 COMPONENT = "fleet-hub"
@@ -154,6 +155,23 @@ class Dispatcher:
                             meta["namespace"])
         except errors.NotFound:
             pass
+
+    def dependencies(self, job: Mapping[str, Any], adapter: KindAdapter) -> list[Body]:
+        """The ConfigMaps, Secrets and PVCs the job references, as members should get them;
+        a missing one is reported by a Warning event and left out."""
+        namespace = job["metadata"]["namespace"]
+        kinds = {CONFIGMAP: r.CONFIGMAPS, SECRET: r.SECRETS, PVC: r.PVCS}
+        found, missing = [], []
+        for kind, name in sorted(adapter.dependencies(job)):
+            body = self.kube.get_or_none(kinds[kind], name, namespace)
+            if body is None:
+                missing.append(f"{kind} {name}")
+            else:
+                found.append(dependency_manifest({**body, "apiVersion": "v1", "kind": kind}))
+        if missing:
+            self.event(job, "DependencyMissing", "propagateDeps: not found on the hub, not "
+                       f"propagated: {', '.join(missing)}", "Warning")
+        return found
 
     def delete_work(self, work: Mapping[str, Any]) -> None:
         meta = work["metadata"]

@@ -150,6 +150,12 @@ class Scheduler:
             return False
         return not adapter.is_finished(job)
 
+    def _dependencies(self, job: Body, adapter: KindAdapter,
+                      policy: Mapping[str, Any] | None) -> list[Body]:
+        if not policy or not (policy.get("spec") or {}).get("propagateDeps"):
+            return []
+        return self.dispatcher.dependencies(job, adapter)
+
     # -- failover ---------------------------------------------------------------------
     def _policy_of(self, job: Body) -> Body | None:
         chosen = governing_policy(job_identity(job), self._refs)
@@ -324,8 +330,9 @@ class Scheduler:
             metrics.FAILOVER_SECONDS.observe((self._now - failed_over).total_seconds())
         shares = w.decode_placement(bound)
         try:
+            deps = self._dependencies(bound, c.adapter, policy)
             created = self.dispatcher.create_works(
-                [w.work_body(bound, c.adapter, share, shares) for share in shares])
+                [w.work_body(bound, c.adapter, share, shares, deps) for share in shares])
         except Exception:
             metrics.DISPATCH_ERRORS.inc()
             log.exception("dispatch of %s failed; rolled back", q.job_key(job))
@@ -405,8 +412,9 @@ class Scheduler:
         if missing and not adapter.is_finished(job):
             log.info("completing dispatch of %s to %s", q.job_key(job),
                      [s["cluster"] for s in missing])
+            deps = self._dependencies(job, adapter, self._policy_of(job))
             for work in self.dispatcher.create_works(
-                    [w.work_body(job, adapter, s, placement) for s in missing]):
+                    [w.work_body(job, adapter, s, placement, deps) for s in missing]):
                 self.cache.upsert("works", work)
 
     def _aggregate(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:

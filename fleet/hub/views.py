@@ -14,6 +14,7 @@ from fleet.api.policy import (
     CustomSchedulingType,
     LabelSelector,
     PropagationPolicySpec,
+    ReplicaDivisionPreference,
     ReplicaSchedulingType,
 )
 from propagation.matching import JobIdentity, PolicyRef, Selector
@@ -21,6 +22,7 @@ from propagation.resources import Resources
 from propagation.views import (
     Affinity,
     ClusterView,
+    DivisionPreference,
     FitMode,
     NodeGroup,
     PlacementRules,
@@ -114,6 +116,15 @@ def placement_rules(body: Body, default_fit: FitMode) -> PlacementRules:
         if scheduling and scheduling.replica_scheduling_type is ReplicaSchedulingType.DUPLICATED
         else SchedulingType.DIVIDED,
         fit_mode=default_fit,
+        preference=DivisionPreference.WEIGHTED
+        if scheduling and scheduling.replica_division_preference
+        is ReplicaDivisionPreference.WEIGHTED else DivisionPreference.AGGREGATED,
+        static_weights=tuple(
+            (_affinity(item.target_cluster.label_selector, item.target_cluster.cluster_names,
+                       item.target_cluster.exclude), item.weight)
+            for item in (scheduling.weight_preference.static_weight_list
+                         if scheduling and scheduling.weight_preference else [])
+        ),
     )
 
 

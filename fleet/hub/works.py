@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.api.cluster import member_namespace
@@ -50,7 +50,7 @@ def work_name(job: Mapping[str, Any]) -> str:
 def encode_placement(shares: tuple[ClusterShare, ...]) -> str:
     return json.dumps([
         {"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
-         "nodes": list(s.nodes)} for s in shares
+         "nodes": list(s.nodes), **({"copy": True} if s.copy else {})} for s in shares
     ], separators=(",", ":"))
 
 
@@ -70,7 +70,7 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in HUB_ANNOTATIONS}
     annotations[WORK] = f"{member_namespace(share['cluster'])}/{name}"
-    if len(placement) > 1:
+    if len(placement) > 1 and not share.get("copy"):  # a split gang: peers across clusters
         annotations[OFFSETS] = json.dumps(share["offsets"], separators=(",", ":"))
         annotations[WORLD] = json.dumps(placement, separators=(",", ":"))
     labels = dict(meta.get("labels") or {})
@@ -82,7 +82,7 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
 
 
 def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, Any],
-              placement: list[dict[str, Any]]) -> Body:
+              placement: list[dict[str, Any]], deps: Sequence[Body] = ()) -> Body:
     meta = job["metadata"]
     name = work_name(job)
     return {
@@ -98,6 +98,6 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
                     "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
             "placement": {"cluster": share["cluster"], "replicas": share["replicas"],
                           "offsets": share["offsets"], "nodes": share.get("nodes", [])},
-            "manifests": [member_manifest(job, adapter, share, placement, name)],
+            "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
         },
     }

@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet.api.quantity import canonical
 from fleet.clients.resources import Resource
+from fleet.kinds.deps import t9k_references, template_references
 from propagation.resources import Resources
 from propagation.views import JobDemand, Role
 
@@ -72,6 +73,13 @@ class KindAdapter:
                   now: str) -> Body:
         """The hub job's status from its Works' reported statuses."""
         raise NotImplementedError
+
+    def dependencies(self, body: Mapping[str, Any]) -> set[tuple[str, str]]:
+        """(kind, name) of the ConfigMaps, Secrets and PVCs the job's pods reference."""
+        found: set[tuple[str, str]] = set()
+        for role in self.roles(body):
+            found |= template_references(role.template)
+        return found | t9k_references(body)
 
     def is_finished(self, body: Mapping[str, Any]) -> bool:
         return self.state(body.get("status")) in self.terminal_states

@@ -147,7 +147,10 @@ class HubSync:
         meta = work["metadata"]
         mode = (meta.get("annotations") or {}).get(PURGE_MODE) or _purge_mode(work)
         if mode != "Never":
+            shared = self._used_by_others(meta["name"])
             for manifest in work["spec"]["manifests"]:
+                if _identity(manifest) in shared:
+                    continue  # a dependency another job on this member still uses
                 resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
                 self.member.delete(resource, manifest["metadata"]["name"],
                                    manifest["metadata"].get("namespace"),
@@ -162,6 +165,11 @@ class HubSync:
         with self.lock:
             self.works.pop(meta["name"], None)
             self.reported.pop(meta["name"], None)
+
+    def _used_by_others(self, name: str) -> set[tuple[str, str, str]]:
+        with self.lock:
+            others = [w for n, w in self.works.items() if n != name]
+        return {_identity(m) for w in others for m in w["spec"]["manifests"][1:]}
 
     # -- pushing status --------------------------------------------------------------------
     def report_loop(self, stop: threading.Event, interval: float = 0.5) -> None:
@@ -225,6 +233,11 @@ class HubSync:
             "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
                 "creationTimestamp")})
         return status
+
+
+def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = manifest["metadata"]
+    return (manifest["kind"], meta.get("namespace", ""), meta["name"])
 
 
 def _purge_mode(work: Mapping[str, Any]) -> str:

@@ -155,3 +155,34 @@ def _fits(requests: list[Resources], free: list[Resources]) -> bool:
         if head.fits_in(node) and _fits(rest, [*free[:i], node - head, *free[i + 1:]]):
             return True
     return False
+
+
+def test_duplicated_runs_a_whole_copy_on_every_cluster_that_fits() -> None:
+    from propagation.views import SchedulingType
+
+    clusters = [cluster("m1", (4, 8)), cluster("m2", (1, 1)), cluster("m3", (2, 8))]
+    decision = divide(pytorch(1, 2), clusters,
+                      PlacementRules(scheduling_type=SchedulingType.DUPLICATED, gang=False))
+    assert shares(decision) == {"m1": {"Master": 1, "Worker": 2}, "m3": {"Master": 1, "Worker": 2}}
+    assert all(s.copy for s in decision.shares)
+
+
+def test_divided_without_gang_follows_static_weights() -> None:
+    from propagation.views import DivisionPreference
+
+    clusters = [cluster("m1", (4, 8)), cluster("m2", (4, 8))]
+    rules = PlacementRules(gang=False, preference=DivisionPreference.WEIGHTED, static_weights=(
+        (Affinity(cluster_names=("m1",)), 1), (Affinity(cluster_names=("m2",)), 3)))
+    job = JobDemand("j", (Role("Worker", 8, gpus(1)),))
+    assert shares(divide(job, clusters, rules)) == {"m1": {"Worker": 2}, "m2": {"Worker": 6}}
+
+
+def test_divided_without_gang_by_available_replicas_and_aggregated() -> None:
+    from propagation.views import DivisionPreference
+
+    clusters = [cluster("m1", (1, 8)), cluster("m2", (3, 8))]  # room for 8 and 24 replicas
+    job = JobDemand("j", (Role("Worker", 8, gpus(1)),))
+    dynamic = PlacementRules(gang=False, preference=DivisionPreference.WEIGHTED)
+    assert shares(divide(job, clusters, dynamic)) == {"m1": {"Worker": 2}, "m2": {"Worker": 6}}
+    aggregated = PlacementRules(gang=False, preference=DivisionPreference.AGGREGATED)
+    assert shares(divide(job, clusters, aggregated)) == {"m2": {"Worker": 8}}
