@@ -100,12 +100,13 @@ def test_a_gang_too_big_for_one_member_runs_split_across_two(fleet3: LocalFleet)
     assert shares == {"member1": "{master 1} {worker 3}", "member2": "{worker 1}"}
 
     ranks: dict[str, str] = {}
-    for cluster in ("member1", "member2"):
+    for cluster, expected_pods in (("member1", 4), ("member2", 1)):
         member = fleet3.client(cluster)
 
-        def pods(m: Kube = member) -> list[Body] | None:
+        def pods(m: Kube = member, n: int = expected_pods) -> list[Body] | None:
             found, _ = m.list(r.PODS, "split", label_selector="training.kubeflow.org/job-name=big")
-            return found if found and all(p["spec"].get("nodeName") for p in found) else None
+            bound = [p for p in found if p["spec"].get("nodeName")]
+            return bound if len(bound) == n else None
 
         for pod in eventually(pods, what=f"pods on {cluster}"):
             env = env_of(pod)
