@@ -48,7 +48,7 @@ class Decision:
 def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode) -> Packing:
     if mode is FitMode.SUMMED:
         return pack_summed(replicas, cluster.free)
-    return pack(replicas, cluster.node_groups)
+    return pack(replicas, cluster.node_groups, cluster.free)
 
 
 def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMode) -> str:
@@ -96,17 +96,24 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
     if not rules.gang:
         return _divide_by_weight(job, filtered.eligible, rules, rejected)
 
-    fitting: list[tuple[tuple[int, ...], str, Packing]] = []
+    # Tightest fit = least left of the scarcest resource, which is the cluster's summed free
+    # minus the job's total whatever nodes the replicas take: rank first, then pack in rank
+    # order until one cluster holds the whole gang (most decisions pack one or two).
+    total, order = job.total, scarcity_order(job.total)
+    ranked = []
     for cluster in filtered.eligible:
+        if not total.fits_in(cluster.free):
+            rejected.append(f"{cluster.name}: short of {_fmt(total.shortfall(cluster.free))} "
+                            "in total")
+            continue
+        left = tuple(cluster.free.get(n, 0) - total.get(n, 0) for n in order)
+        ranked.append((left, cluster.name, cluster))
+    for _, name, cluster in sorted(ranked, key=lambda item: (item[0], item[1])):
         packing = _pack(cluster, replicas, rules.fit_mode)
-        if packing.unplaced:
-            rejected.append(_explain(job, cluster, packing, rules.fit_mode))
-        else:
-            fitting.append((_scarcest_left(job, packing), cluster.name, packing))
-    if fitting:
-        _, name, packing = min(fitting, key=lambda f: (f[0], f[1]))
-        share = _share(job, name, packing.placed, {})
-        return Decision((share,), f"fits {name}")
+        if not packing.unplaced:
+            share = _share(job, name, packing.placed, {})
+            return Decision((share,), f"fits {name}")
+        rejected.append(_explain(job, cluster, packing, rules.fit_mode))
 
     if rules.max_clusters > 1 and rules.gang:
         split = _split(job, replicas, filtered.eligible, rules)

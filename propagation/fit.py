@@ -10,7 +10,7 @@ scheduler does; it is kept as the baseline that strands gangs under fragmentatio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from propagation.resources import Resources, scarcity_order
 from propagation.views import NodeGroup, Role
@@ -36,57 +36,52 @@ def expand(roles: Sequence[Role]) -> list[Replica]:
 
 
 class Bins:
-    """The free capacity of one cluster's nodes, as buckets of identical nodes."""
+    """The free capacity of one cluster's nodes, as buckets of identical nodes.
 
-    def __init__(self, groups: Sequence[NodeGroup]) -> None:
-        self._buckets: list[tuple[Resources, list[str], int]] = []  # free, names, anonymous count
+    Amounts are kept as int tuples over just the resources the job asks for, in scarcity
+    order, so the best fit is a plain tuple comparison: this is the hot path of division.
+    """
+
+    def __init__(self, groups: Sequence[NodeGroup], names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self._buckets: dict[tuple[int, ...], _Bucket] = {}
         for group in groups:
+            vector = tuple(group.free.get(name, 0) for name in self.names)
             named = list(group.nodes[: group.count])
-            self._buckets.append((group.free, named, group.count - len(named)))
-        self._buckets.sort(key=lambda b: (b[0].items_, b[1]))
+            self._add(vector, named, group.count - len(named))
 
-    def take(self, request: Resources, scarce: Sequence[str]) -> str | None:
+    def take(self, request: tuple[int, ...]) -> str | None:
         """Place one replica; return its node's name ("" when unnamed), None when none fits."""
-        best: int | None = None
-        best_key: tuple[int, ...] | None = None
-        for index, (free, _, _) in enumerate(self._buckets):
-            if not request.fits_in(free):
-                continue
-            key = tuple(free.get(name, 0) - request.get(name, 0) for name in scarce)
-            if best_key is None or key < best_key:
-                best, best_key = index, key
+        best: tuple[int, ...] | None = None
+        for free in self._buckets:
+            if all(f >= q for f, q in zip(free, request, strict=True)) and (
+                    best is None or free < best):
+                best = free
         if best is None:
             return None
-        free, names, anonymous = self._buckets[best]
-        node = names[0] if names else ""
-        if names:
-            names = names[1:]
-        else:
-            anonymous -= 1
-        if names or anonymous:
-            self._buckets[best] = (free, names, anonymous)
-        else:
+        bucket = self._buckets[best]
+        node = bucket.names.pop(0) if bucket.names else ""
+        if not node:
+            bucket.anonymous -= 1
+        if not (bucket.anonymous or bucket.names):
             del self._buckets[best]
-        self._add(free - request, [node] if node else [], 0 if node else 1)
+        left = tuple(f - q for f, q in zip(best, request, strict=True))
+        self._add(left, [node] if node else [], 0 if node else 1)
         return node
 
-    def _add(self, free: Resources, names: list[str], anonymous: int) -> None:
-        for index, (other, other_names, other_anonymous) in enumerate(self._buckets):
-            if other == free:
-                self._buckets[index] = (free, sorted(other_names + names),
-                                        other_anonymous + anonymous)
-                return
-        self._buckets.append((free, names, anonymous))
-        self._buckets.sort(key=lambda b: (b[0].items_, b[1]))
+    def _add(self, free: tuple[int, ...], names: list[str], anonymous: int) -> None:
+        bucket = self._buckets.setdefault(free, _Bucket())
+        bucket.anonymous += anonymous
+        if names:
+            bucket.names = sorted(bucket.names + names)
 
-    def largest_free(self, resource: str) -> int:
-        return max((free.get(resource, 0) for free, _, _ in self._buckets), default=0)
 
-    def total_free(self) -> Resources:
-        out = Resources()
-        for free, names, anonymous in self._buckets:
-            out = out + free.scaled(len(names) + anonymous)
-        return out
+@dataclass
+class _Bucket:
+    """Identical nodes: how many are unnamed, and the names of the others."""
+
+    anonymous: int = 0
+    names: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -96,19 +91,28 @@ class Packing:
     leftover: Resources  # free capacity left in the cluster
 
 
-def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup]) -> Packing:
+def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
+         total_free: Resources | None = None) -> Packing:
     """Node-aware: place as many of ``replicas`` (already ordered) as fit, one node each."""
-    bins = Bins(groups)
-    scarce = scarcity_order(sum((r.request for r in replicas), Resources()))
+    asked = sum((r.request for r in replicas), Resources())
+    names = scarcity_order(asked)
+    bins = Bins(groups, names)
     placed: list[tuple[Replica, str]] = []
     unplaced: list[Replica] = []
+    vectors: dict[Resources, tuple[int, ...]] = {}
     for replica in replicas:
-        node = bins.take(replica.request, scarce)
+        vector = vectors.get(replica.request)
+        if vector is None:
+            vector = vectors[replica.request] = tuple(replica.request.get(n, 0) for n in names)
+        node = bins.take(vector)
         if node is None:
             unplaced.append(replica)
         else:
             placed.append((replica, node))
-    return Packing(tuple(placed), tuple(unplaced), bins.total_free())
+    free = total_free if total_free is not None else sum(
+        (g.free.scaled(g.count) for g in groups), Resources())
+    used = sum((r.request for r, _ in placed), Resources())
+    return Packing(tuple(placed), tuple(unplaced), free - used)
 
 
 def pack_summed(replicas: Sequence[Replica], free: Resources) -> Packing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -80,12 +81,14 @@ class ClusterView:
     node_groups: tuple[NodeGroup, ...] = ()
     not_ready_reason: str = ""
 
-    @property
+    @functools.cached_property
     def free(self) -> Resources:
-        out = Resources()
+        """Summed free capacity (computed once: views are frozen)."""
+        out: dict[str, int] = {}
         for group in self.node_groups:
-            out = out + group.free.scaled(group.count)
-        return out
+            for name, amount in group.free.items():
+                out[name] = out.get(name, 0) + amount * group.count
+        return Resources.of(out)
 
 
 class FitMode(StrEnum):

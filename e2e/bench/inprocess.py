@@ -1,0 +1,114 @@
+"""Benchmarks of the pure decisions, in this process: division latency and quota admission."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+from e2e.bench.results import Result
+from propagation.division import divide
+from propagation.resources import Resources
+from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
+from quota.amounts import MAX_JOBS
+from quota.engine import AdmissionPass, Job
+from quota.tree import QuotaNode
+
+GPU = "nvidia.com/gpu"
+
+
+def fleet_of(clusters: int, nodes: int, seed: int = 7) -> list[ClusterView]:
+    """``clusters`` members of ``nodes`` nodes, partly used, as agents would group them."""
+    rng = random.Random(seed)
+    out = []
+    for c in range(clusters):
+        free: dict[tuple[int, int], int] = {}
+        for _ in range(nodes):
+            gpus = rng.choice((0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 8))
+            cpu = rng.choice((16000, 32000, 64000, 96000))
+            free[(gpus, cpu)] = free.get((gpus, cpu), 0) + 1
+        groups = tuple(NodeGroup(n, Resources.of({GPU: g, "cpu": cpu, "memory": 512 * 2**30}))
+                       for (g, cpu), n in sorted(free.items()))
+        out.append(ClusterView(f"member{c}", True, node_groups=groups))
+    return out
+
+
+def jobs(count: int, seed: int = 11) -> list[JobDemand]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        per = rng.choice((1, 1, 2, 4, 8))
+        workers = rng.choice((1, 2, 3, 7, 15))
+        out.append(JobDemand(f"j{i}", (
+            Role("Master", 1, Resources.of({GPU: per, "cpu": 4000}), True),
+            Role("Worker", workers, Resources.of({GPU: per, "cpu": 4000})),
+        )))
+    return out
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def division_latency(clusters: int, nodes: int = 200, decisions: int = 400) -> list[Result]:
+    views = fleet_of(clusters, nodes)
+    sample = jobs(decisions)
+    timings: dict[FitMode, list[float]] = {FitMode.NODE_AWARE: [], FitMode.SUMMED: []}
+    for mode in (FitMode.SUMMED, FitMode.NODE_AWARE):
+        rules = PlacementRules(fit_mode=mode, max_clusters=2)
+        for job in sample:
+            started = time.perf_counter()
+            divide(job, views, rules)
+            timings[mode].append((time.perf_counter() - started) * 1000)
+    aware, summed = timings[FitMode.NODE_AWARE], timings[FitMode.SUMMED]
+    shape = f"{clusters} clusters x {nodes} nodes"
+    return [
+        Result(f"division p50, {shape}", percentile(aware, 0.5), "ms", "",
+               percentile(summed, 0.5), "summed mode"),
+        Result(f"division p99, {shape}", percentile(aware, 0.99), "ms",
+               "<= 5" if clusters == 100 else "", percentile(summed, 0.99), "summed mode",
+               note=f"mean {statistics.mean(aware):.3f} ms over {decisions} mixed gangs"),
+    ]
+
+
+def quota_tree(cohorts: int = 5, leaves: int = 6) -> QuotaNode:
+    children = []
+    for c in range(cohorts):
+        kids = tuple(QuotaNode(f"q{c}-{i}", min={GPU: 20}, max={GPU: 100, MAX_JOBS: 10_000},
+                               namespaces=(f"ns-{c}-{i}",)) for i in range(leaves))
+        children.append(QuotaNode(f"cohort{c}", min={GPU: 20 * leaves}, max={GPU: 400},
+                                  children=kids))
+    return QuotaNode("root", min={GPU: 600}, max={GPU: 600}, children=tuple(children))
+
+
+def admission_throughput(count: int = 1000) -> Result:
+    """The quota engine alone: 1,000 queued jobs on a tree of 5 x 6 leaves."""
+    rng = random.Random(3)
+    queued = [Job(f"PyTorchJob/ns-{rng.randrange(5)}-{rng.randrange(6)}/j{i}",
+                  "", {GPU: rng.choice((1, 2, 4, 8))}, rng.randrange(3), f"{i:08d}")
+              for i in range(count)]
+    queued = [Job(j.key, j.key.split("/")[1], j.request, j.priority, j.created) for j in queued]
+    started = time.perf_counter()
+    admission = AdmissionPass(quota_tree(), [], queued)
+    admitted = 0
+    for job in admission.candidates():
+        verdict = admission.check(job)
+        if verdict.fits and not verdict.victims:
+            admission.admit(job, "t")
+            admitted += 1
+        else:
+            admission.wait(job)
+    elapsed = time.perf_counter() - started
+    return Result("quota admission (engine), 1,000 jobs, 5x6 leaves", count / elapsed, "jobs/s",
+                  "", note=f"{admitted} admitted, {count - admitted} left waiting for quota")
+
+
+def run() -> list[Result]:
+    results = []
+    for clusters in (3, 10, 100):
+        print(f"[bench] division latency, {clusters} clusters x 200 nodes", flush=True)
+        results += division_latency(clusters)
+    print("[bench] quota admission engine", flush=True)
+    results.append(admission_throughput())
+    return results
