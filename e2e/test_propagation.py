@@ -153,7 +153,8 @@ def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: Local
                                               master=False))
     reason = eventually(lambda: (hub.get(r.PYTORCHJOBS, "too-big", "frag").get("status") or {}
                                  ).get("queue", {}).get("message"), what="too-big's reason")
-    assert "member3: 1 of 1 replicas find no node with room" in reason
+    assert "member3: short of nvidia.com/gpu 12 in total" in reason
+    assert "member1: 1 of 1 replicas find no node with room" in reason
     assert state(hub.get(r.PYTORCHJOBS, "too-big", "frag")) == "Queuing"
     hub.delete(r.PYTORCHJOBS, "too-big", "frag")
 

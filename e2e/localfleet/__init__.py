@@ -136,6 +136,9 @@ class LocalFleet:
             _terminate(int(pid), sig)
         self._save(processes=pids)
 
+    def pid(self, process: str) -> int:
+        return int(self._load()["processes"][process])
+
     def kill_component(self, cluster: str, component: str = "kube-apiserver") -> None:
         """Kill one control-plane process of ``cluster`` (a member's API server, say)."""
         state = self._load()

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -82,6 +83,12 @@ class Scheduler:
     dispatcher: Dispatcher
     elector: LeaderElector
     settings: Settings = field(default_factory=Settings)
+    workers: int = 16  # concurrent decision writers (bind, Works, events, status)
+
+    def __post_init__(self) -> None:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
+        self._inflight: dict[str, dict[str, list[Resources]]] = {}  # uid -> cluster -> requests
+        self._inflight_lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
         self.elector.ensure_namespace()
@@ -112,14 +119,18 @@ class Scheduler:
         self._policies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                           for b in (*snap.policies.values(), *snap.cluster_policies.values())}
         self._refs = [policy_ref(b) for b in self._policies.values()]
+        with self._inflight_lock:
+            inflight = {uid: dict(spent) for uid, spent in self._inflight.items()}
         unbound: list[Body] = []
         for job in sorted(snap.jobs.values(), key=_creation_order):
+            if job["metadata"]["uid"] in inflight:
+                continue  # its decision is being written; the next pass sees the result
             try:
                 if self._reconcile_bound(job, snap):
                     unbound.append(job)
             except Exception:
                 log.exception("job %s skipped this pass", q.job_key(job))
-        waiting = self._decide(unbound, snap, clusters, now)
+        waiting = self._decide(unbound, snap, clusters, now, inflight)
         for job in unbound:
             why = waiting.get(q.job_key(job))
             if why is not None:
@@ -219,7 +230,8 @@ class Scheduler:
 
     # -- deciding ---------------------------------------------------------------------
     def _decide(self, jobs: Sequence[Body], snap: Snapshot, clusters: Sequence[ClusterView],
-                now: datetime) -> dict[str, Waiting]:
+                now: datetime, inflight: Mapping[str, Mapping[str, list[Resources]]]
+                ) -> dict[str, Waiting]:
         classes = q.priority_classes(snap)
         tree = q.active_tree(snap)
         policies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
@@ -250,6 +262,9 @@ class Scheduler:
                                       q.queue_policies(snap, names),
                                       self.settings.starvation_bound)
         assumed = assumed_requests(snap)
+        for spent in inflight.values():  # decided, Works not yet in the cache
+            for cluster, requests in spent.items():
+                assumed.setdefault(cluster, []).extend(requests)
         views = {c.name: c for c in clusters}
         stamp = now_text()
         for candidate in sorted(candidates, key=lambda c: c.order):
@@ -310,50 +325,70 @@ class Scheduler:
 
     def _dispatch(self, c: Candidate, decision: Decision, admission: AdmissionPass | None,
                   assumed: dict[str, list[Resources]], stamp: str) -> Waiting | None:
-        """Bind, create every Work (or roll back), then tell: events and status."""
-        job, meta = c.job, c.job["metadata"]
-        clusters_used = [s.cluster for s in decision.shares]
-        policy = self._policy_of(job)
-        settings = failover_settings(policy) if policy else None
-        failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
-        extra: dict[str, str | None] = {
-            q.ADMITTED_AT: stamp if c.queued is not None else None,
-            w.PURGE_MODE: settings.purge_mode if settings else None,
-            w.FAILOVER_SINCE: None,
-        }
-        bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
-                                     clusters_used, extra)
-        if bound is None:
-            return None  # changed under us; the next pass sees the new version
-        self.cache.upsert("jobs", bound)
-        if failed_over is not None:
-            metrics.FAILOVER_SECONDS.observe((self._now - failed_over).total_seconds())
-        shares = w.decode_placement(bound)
-        try:
-            deps = self._dependencies(bound, c.adapter, policy)
-            created = self.dispatcher.create_works(
-                [w.work_body(bound, c.adapter, share, shares, deps) for share in shares])
-        except Exception:
-            metrics.DISPATCH_ERRORS.inc()
-            log.exception("dispatch of %s failed; rolled back", q.job_key(job))
-            self.dispatcher.unbind(bound, c.adapter)
-            return Waiting("DispatchFailed", "creating its Works failed; retrying")
-        for work in created:  # later decisions must not spend the same capacity
-            self.cache.upsert("works", work)
-            assumed.setdefault(work["spec"]["placement"]["cluster"], []).extend(
-                share_requests(work))
+        """Commit the decision in memory now (capacity, quota), and leave its API writes to
+        the dispatch pool, so that deciding the next job does not wait for them."""
+        uid = c.job["metadata"]["uid"]
+        spent = {s.cluster: _share_requests(c.job, c.adapter, dict(s.replicas))
+                 for s in decision.shares}
+        for cluster, requests in spent.items():
+            assumed.setdefault(cluster, []).extend(requests)
+        admitted_by = ""
         if admission is not None and c.queued is not None:
             admission.admit(c.queued, stamp)
             leaf = admission.leaf(c.queued)
-            self.dispatcher.event(bound, "Admitted",
-                                  f"admitted by quota {leaf.key if leaf else '?'}")
-            metrics.ADMISSIONS.inc()
-        message = binding_message(decision.shares)
-        self.dispatcher.event(bound, "ScheduleBindingSucceed", message)
-        self._write_status(bound, c.adapter, c.adapter.bound_status(
-            bound.get("status"), clusters_used, message, now_text()))
-        log.info("bound %s/%s: %s", meta["namespace"], meta["name"], message)
+            admitted_by = leaf.key if leaf else "?"
+        with self._inflight_lock:
+            self._inflight[uid] = spent
+        self._pool.submit(self._write_decision, c, decision, stamp, admitted_by)
         return None
+
+    def _write_decision(self, c: Candidate, decision: Decision, stamp: str,
+                        admitted_by: str) -> None:
+        """Bind, create every Work (or roll back), then tell: events and status."""
+        job, meta = c.job, c.job["metadata"]
+        try:
+            clusters_used = [s.cluster for s in decision.shares]
+            policy = self._policy_of(job)
+            settings = failover_settings(policy) if policy else None
+            failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
+            extra: dict[str, str | None] = {
+                q.ADMITTED_AT: stamp if c.queued is not None else None,
+                w.PURGE_MODE: settings.purge_mode if settings else None,
+                w.FAILOVER_SINCE: None,
+            }
+            bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
+                                         clusters_used, extra)
+            if bound is None:
+                return  # changed under us; the next pass sees the new version
+            self.cache.upsert("jobs", bound)
+            if failed_over is not None:
+                metrics.FAILOVER_SECONDS.observe((self._now - failed_over).total_seconds())
+            shares = w.decode_placement(bound)
+            try:
+                deps = self._dependencies(bound, c.adapter, policy)
+                created = self.dispatcher.create_works(
+                    [w.work_body(bound, c.adapter, share, shares, deps) for share in shares])
+            except Exception:
+                metrics.DISPATCH_ERRORS.inc()
+                log.exception("dispatch of %s failed; rolled back", q.job_key(job))
+                self.dispatcher.unbind(bound, c.adapter)
+                return
+            for work in created:
+                self.cache.upsert("works", work)
+            if admitted_by:
+                self.dispatcher.event(bound, "Admitted", f"admitted by quota {admitted_by}")
+                metrics.ADMISSIONS.inc()
+            message = binding_message(decision.shares)
+            self.dispatcher.event(bound, "ScheduleBindingSucceed", message)
+            self._write_status(bound, c.adapter, c.adapter.bound_status(
+                bound.get("status"), clusters_used, message, now_text()))
+            log.info("bound %s/%s: %s", meta["namespace"], meta["name"], message)
+        except Exception:
+            log.exception("writing the decision for %s failed", q.job_key(job))
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(meta["uid"], None)
+            self.cache.poke()
 
     def _preempt(self, victims: Sequence[Holding], for_job: Body) -> None:
         claimant = q.job_key(for_job)
@@ -501,6 +536,12 @@ def lost_since(snap: Snapshot) -> dict[str, datetime]:
         if since is not None:
             out[body["metadata"]["name"]] = since
     return out
+
+
+def _share_requests(job: Mapping[str, Any], adapter: KindAdapter,
+                    counts: Mapping[str, int]) -> list[Resources]:
+    demand = adapter.demand("", job)
+    return [role.request for role in demand.roles for _ in range(counts.get(role.name, 0))]
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:

@@ -70,6 +70,10 @@ def merge_kubeflow_status(current: Mapping[str, Any], works: Sequence[Mapping[st
             for key in ("active", "succeeded", "failed"):
                 if counts.get(key):
                     merged[key] = merged.get(key, 0) + counts[key]
+    if any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions):
+        for counts in replica_statuses.values():  # Kubeflow: what still runs has succeeded
+            if counts.get("active"):
+                counts["succeeded"] = counts.get("succeeded", 0) + counts.pop("active")
     out["replicaStatuses"] = replica_statuses
     starts = [w["status"]["jobStatus"].get("startTime") for w in reported]
     if any(starts):
