@@ -123,6 +123,18 @@ def test_a_gang_too_big_for_one_member_runs_split_across_two(fleet3: LocalFleet)
     assert done["status"]["replicaStatuses"]["Worker"] == {"succeeded": 4}
 
 
+def test_a_new_policy_re_evaluates_jobs_not_yet_bound(fleet3: LocalFleet) -> None:
+    hub = fleet3.client(HUB)
+    hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": "late-policy"}}, field_manager="test")
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("early", "late-policy", run_for="1s"))
+    eventually(lambda: (hub.get(r.PYTORCHJOBS, "early", "late-policy").get("status") or {}
+                        ).get("queue", {}).get("reason") == "NoMatchingPolicy",
+               what="the job waiting for a policy")
+    hub.apply(r.PROPAGATIONPOLICIES, policy("late-policy"), field_manager="test")
+    assert placement(hub, job)
+
+
 def test_kubectl_fleet_shows_every_member_share(fleet3: LocalFleet) -> None:
     def cli(*args: str) -> str:
         return subprocess.run([sys.executable, "-m", "fleet.cli", "--kubeconfig",

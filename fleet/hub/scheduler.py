@@ -265,12 +265,14 @@ class Scheduler:
         for spent in inflight.values():  # decided, Works not yet in the cache
             for cluster, requests in spent.items():
                 assumed.setdefault(cluster, []).extend(requests)
-        views = {c.name: c for c in clusters}
+        # Capacity as this pass sees it: reported free minus what is assumed; each decision
+        # below takes its own requests out of the clusters it chose, so none spends it twice.
+        views = {c.name: with_assumed(c, assumed.get(c.name, [])) for c in clusters}
         stamp = now_text()
         for candidate in sorted(candidates, key=lambda c: c.order):
             key = q.job_key(candidate.job)
             try:
-                why = self._decide_one(candidate, admission, views, assumed, stamp)
+                why = self._decide_one(candidate, admission, views, stamp)
             except Exception:
                 log.exception("decision for %s skipped this pass", key)
                 continue
@@ -281,7 +283,7 @@ class Scheduler:
         return waiting
 
     def _decide_one(self, c: Candidate, admission: AdmissionPass | None,
-                    views: dict[str, ClusterView], assumed: dict[str, list[Resources]],
+                    views: dict[str, ClusterView],
                     stamp: str) -> Waiting | None:
         """Admit (when queued), divide and dispatch one job; why it waits, or None."""
         if c.queued is not None:
@@ -291,8 +293,7 @@ class Scheduler:
         demand = c.adapter.demand(q.job_key(c.job), c.job)
         leaving = {wk["spec"]["placement"]["cluster"]
                    for wk in self.cache.snapshot().evicting_of(c.job["metadata"]["uid"])}
-        fleet_views = [with_assumed(v, assumed.get(v.name, [])) for v in views.values()
-                       if v.name not in leaving]
+        fleet_views = [v for v in views.values() if v.name not in leaving]
         started = time.perf_counter()
         decision = divide(demand, fleet_views, c.rules)
         metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
@@ -302,7 +303,7 @@ class Scheduler:
                 admission.wait(c.queued)
             return Waiting("Unschedulable", decision.reason)
         metrics.DECISIONS.labels("placed").inc()
-        return self._dispatch(c, decision, admission, assumed, stamp)
+        return self._dispatch(c, decision, admission, views, stamp)
 
     def _admit(self, c: Candidate, admission: AdmissionPass | None) -> Waiting | None:
         """The quota queue's verdict: None to go on to division."""
@@ -324,14 +325,14 @@ class Scheduler:
         return None
 
     def _dispatch(self, c: Candidate, decision: Decision, admission: AdmissionPass | None,
-                  assumed: dict[str, list[Resources]], stamp: str) -> Waiting | None:
+                  views: dict[str, ClusterView], stamp: str) -> Waiting | None:
         """Commit the decision in memory now (capacity, quota), and leave its API writes to
         the dispatch pool, so that deciding the next job does not wait for them."""
         uid = c.job["metadata"]["uid"]
         spent = {s.cluster: _share_requests(c.job, c.adapter, dict(s.replicas))
                  for s in decision.shares}
         for cluster, requests in spent.items():
-            assumed.setdefault(cluster, []).extend(requests)
+            views[cluster] = with_assumed(views[cluster], requests)
         admitted_by = ""
         if admission is not None and c.queued is not None:
             admission.admit(c.queued, stamp)
