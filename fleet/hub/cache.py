@@ -67,7 +67,10 @@ class Cache:
                 meta.get("name", ""))
 
     def upsert(self, store: str, body: Mapping[str, Any]) -> None:
-        item = copy.deepcopy(dict(body))
+        item = copy.deepcopy({k: v for k, v in body.items() if k != "metadata"})
+        # managedFields are most of an object's bytes and no decision reads them
+        item["metadata"] = copy.deepcopy({k: v for k, v in (body.get("metadata") or {}).items()
+                                          if k != "managedFields"})
         key = self.key(item)
         with self._lock:
             old = self._stores[store].get(key)
