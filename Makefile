@@ -40,5 +40,11 @@ lint: $(STAMP)
 test: $(STAMP) bins  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)
+	$(PY) -m e2e.bench --out .bench/results.jsonl
+
+simulate: $(STAMP)  ## trace-driven comparison of fit modes, queue policies and borrowing
+	$(PY) -m fleet.sim --out .sim
+
 clean: down
 	rm -rf $(VENV) .fleet

@@ -99,6 +99,13 @@ class AdmissionPass:
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
 
+    def next_pass(self, pending: Sequence[Job]) -> None:
+        """Start another pass over ``pending`` with the usage this one left (a long-lived
+        engine, as the simulator keeps it, instead of one built from holdings each time)."""
+        self.pending = pending
+        self._blocked.clear()
+        self._done.clear()
+
     # -- views ------------------------------------------------------------------------
     def leaf(self, job: Job) -> PlacedNode | None:
         return self._leaf_of.get(job.namespace)
