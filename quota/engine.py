@@ -98,6 +98,7 @@ class AdmissionPass:
             self._charge(holding)
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
+        self._claim_cache: dict[str, Job] | None = None
 
     def next_pass(self, pending: Sequence[Job]) -> None:
         """Start another pass over ``pending`` with the usage this one left (a long-lived
@@ -105,6 +106,7 @@ class AdmissionPass:
         self.pending = pending
         self._blocked.clear()
         self._done.clear()
+        self._claim_cache = None
 
     # -- views ------------------------------------------------------------------------
     def leaf(self, job: Job) -> PlacedNode | None:
@@ -190,20 +192,29 @@ class AdmissionPass:
         after = add(self._usage[leaf.key], job.request)
         if all(after.get(r, 0) <= leaf.node.min.get(r, 0) for r in job.request if job.request[r]):
             return None
-        for other in sorted(self.pending, key=order_key):
-            place = self.leaf(other)
-            if (place is None or place.key == leaf.key or other.key in self._done
-                    or not self._within_guarantee(place, other)):
-                continue
-            if self._blockers(place, other.charge):
-                return other
-        return None
+        return next((claim for key, claim in self._claims().items() if key != leaf.key), None)
+
+    def _claims(self) -> dict[str, Job]:
+        """Per leaf, its first pending job that is blocked within its guarantee. Computed once
+        and kept until usage changes, so a pass costs O(pending) per admission, not per check."""
+        if self._claim_cache is None:
+            claims: dict[str, Job] = {}
+            for other in sorted(self.pending, key=order_key):
+                place = self.leaf(other)
+                if (place is None or place.key in claims or other.key in self._done
+                        or not self._within_guarantee(place, other)):
+                    continue
+                if self._blockers(place, other.charge):
+                    claims[place.key] = other
+            self._claim_cache = claims
+        return self._claim_cache
 
     def _path_keys(self, leaf: PlacedNode) -> list[str]:
         return ["/".join(p) for p in (leaf.path, *leaf.ancestors)]
 
     def _charge(self, holding: Holding) -> None:
         leaf = self.leaf(holding.job)
+        self._claim_cache = None
         if leaf is None:
             return
         for key in self._path_keys(leaf):
@@ -212,6 +223,7 @@ class AdmissionPass:
 
     def _release(self, holding: Holding) -> None:
         leaf = self.leaf(holding.job)
+        self._claim_cache = None
         if leaf is None:
             return
         negative = {k: -v for k, v in holding.job.charge.items()}

@@ -27,7 +27,7 @@ from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
 from quota.tree import QuotaNode
 
 GPU = "nvidia.com/gpu"
-SCAN_WINDOW = 200  # a pass stops after this many waiting gangs in a row (bounds its cost)
+SCAN_WINDOW = 50  # a pass stops after this many waiting gangs in a row (bounds its cost)
 
 
 @dataclass(frozen=True)
