@@ -58,9 +58,9 @@ def plot(outcomes: list[Outcome], out: Path) -> str:
         return "matplotlib is not installed: no plots"
     fig, ax = plt.subplots(figsize=(10, 4))
     for outcome in outcomes:
-        xs = [(t - outcome.timeline[0][0]) / 86400 for t, _ in outcome.timeline]
+        xs = [(t - outcome.timeline[0][0]) / 3600 for t, _ in outcome.timeline]
         ax.plot(xs, [v for _, v in outcome.timeline], label=outcome.scenario.name, lw=0.8)
-    ax.set_xlabel("days into the trace")
+    ax.set_xlabel("hours into the (sped-up) arrivals")
     ax.set_ylabel("GPUs allocated / total")
     ax.legend(fontsize=7)
     fig.tight_layout()
