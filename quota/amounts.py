@@ -20,9 +20,3 @@ def add(*amounts: Amounts) -> dict[str, int]:
 
 def total(amounts: Iterable[Amounts]) -> dict[str, int]:
     return add(*amounts)
-
-
-def over(used: Amounts, limit: Amounts) -> dict[str, tuple[int, int]]:
-    """Resources named in ``limit`` that ``used`` exceeds: name -> (used, limit)."""
-    return {name: (used.get(name, 0), cap) for name, cap in limit.items()
-            if used.get(name, 0) > cap}

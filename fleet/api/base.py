@@ -7,8 +7,6 @@ model never has to be written back: controllers forward raw manifests, not re-se
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -27,10 +25,6 @@ class KubeModel(BaseModel):
         extra="ignore",
         frozen=True,
     )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The object as the API server expects it: camelCase, no unset fields."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 class OwnerReference(KubeModel):

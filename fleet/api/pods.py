@@ -7,7 +7,7 @@ so templates round-trip intact and CEL rules can still reach container names.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
@@ -68,8 +68,3 @@ class TemplateMetadata(OpenModel):
 class PodTemplateSpec(OpenModel):
     metadata: TemplateMetadata | None = None
     spec: PodSpec
-
-
-def template_dict(template: PodTemplateSpec) -> dict[str, Any]:
-    """The template as the user wrote it, extra fields included."""
-    return template.model_dump(by_alias=True, exclude_none=True, mode="json")

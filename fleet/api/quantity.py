@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 QUANTITY_PATTERN = (
@@ -66,10 +65,6 @@ def canonical(resource: str, value: str | int | float) -> int:
     if resource == CPU:
         amount *= 1000
     return math.ceil(amount)
-
-
-def canonical_list(resources: Mapping[str, str | int | float]) -> dict[str, int]:
-    return {name: canonical(name, value) for name, value in resources.items()}
 
 
 def format_canonical(resource: str, amount: int) -> str:
