@@ -14,6 +14,7 @@ from e2e.conftest import eventually
 from e2e.jobs import seed_pytorchjob, state
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.demo import EXAMPLES, apply_file
+from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -195,3 +196,15 @@ def test_a_restarted_hub_rebuilds_usage_and_order_exactly(fleet: LocalFleet,
     second = hub.get(r.PYTORCHJOBS, "order-2", "default")["status"]
     third = hub.get(r.PYTORCHJOBS, "order-3", "default")["status"]
     assert third["startTime"] >= second["completionTime"]
+
+
+def test_removing_a_leaf_with_admitted_jobs_is_refused(seed_queue: Kube) -> None:
+    hub = seed_queue
+    hub.create(r.PYTORCHJOBS, seed_pytorchjob("holder", run_for="1h"))
+    wait_state(hub, "holder", "Running")
+    tree = yaml.safe_load((EXAMPLES / "elasticquotatree.yaml").read_text())
+    tree["spec"]["root"]["children"] = [{"name": "other", "namespaces": ["elsewhere"]}]
+    with pytest.raises(errors.Invalid) as caught:
+        hub.apply(r.ELASTICQUOTATREES, tree, field_manager="kubectl-client-side-apply")
+    assert "no leaf would own the namespace of admitted job(s) default/holder" in str(
+        caught.value)
