@@ -20,7 +20,7 @@ from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from member_agent.controllers import core
-from member_agent.controllers.conditions import is_true
+from member_agent.controllers.conditions import is_true, set_condition
 from member_agent.controllers.kubeflow import (
     JOB_NAME,
     PYTORCH,
@@ -252,8 +252,6 @@ class JobController:
 
 
 def _deadline_failure(kind: KubeflowKind, job: Body, status: Body, stamp: str) -> Body:
-    from member_agent.controllers.conditions import set_condition
-
     name = job["metadata"]["name"]
     message = f"{kind.kind} {name} has failed because it was active longer than specified deadline"
     conditions = set_condition(status["conditions"], "Running", False, f"{kind.kind}Failed",
