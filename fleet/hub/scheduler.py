@@ -89,6 +89,9 @@ class Scheduler:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
         self._inflight: dict[str, dict[str, list[Resources]]] = {}  # uid -> cluster -> requests
         self._inflight_lock = threading.Lock()
+        self._policy_cache: dict[tuple[str, str, str],
+                                 tuple[PlacementRules, FailoverSettings | None, bool]] = {}
+        self._snap = self.cache.snapshot()
 
     def run(self, stop: threading.Event) -> None:
         self.elector.ensure_namespace()
@@ -107,6 +110,7 @@ class Scheduler:
     # -- one pass -----------------------------------------------------------------------
     def pass_once(self) -> None:
         snap = self.cache.snapshot()
+        self._snap = snap
         now = datetime.now(UTC)
         clusters = [cluster_view(b, now, self.settings.heartbeat_timeout)
                     for b in snap.clusters.values()]
@@ -172,9 +176,26 @@ class Scheduler:
         chosen = governing_policy(job_identity(job), self._refs)
         return self._policies.get((chosen.namespace, chosen.name)) if chosen else None
 
+    def _parsed(self, policy: Mapping[str, Any]
+                ) -> tuple[PlacementRules, FailoverSettings | None, bool]:
+        """A policy's placement rules, failover settings and whether it queues jobs, parsed
+        once per policy version rather than for every job on every pass."""
+        meta = policy["metadata"]
+        key = (meta.get("namespace") or "", meta["name"], meta.get("resourceVersion", ""))
+        parsed = self._policy_cache.get(key)
+        if parsed is None:
+            spec = PropagationPolicySpec.model_validate(policy.get("spec", {}))
+            queues = bool(spec.suspension and spec.suspension.scheduling)
+            parsed = (placement_rules(policy, self.settings.fit_mode),
+                      failover_settings(policy), queues)
+            self._policy_cache = {k: v for k, v in self._policy_cache.items()
+                                  if k[:2] != key[:2]}  # drop the policy's older versions
+            self._policy_cache[key] = parsed
+        return parsed
+
     def _check_failover(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         policy = self._policy_of(job)
-        settings = failover_settings(policy) if policy else None
+        settings = self._parsed(policy)[1] if policy else None
         if settings is None:
             return
         shares = [self._share_health(work) for work in works]
@@ -248,11 +269,8 @@ class Scheduler:
                     "no PropagationPolicy or ClusterPropagationPolicy selects this job")
                 continue
             body = policies[(chosen.namespace, chosen.name)]
-            spec = PropagationPolicySpec.model_validate(body.get("spec", {}))
-            queued = (q.as_quota_job(job, classes)
-                      if spec.suspension and spec.suspension.scheduling else None)
-            candidates.append(Candidate(job, adapter, placement_rules(
-                body, self.settings.fit_mode), queued))
+            queued = q.as_quota_job(job, classes) if self._parsed(body)[2] else None
+            candidates.append(Candidate(job, adapter, self._parsed(body)[0], queued))
 
         queued_jobs = [c.queued for c in candidates if c.queued is not None]
         admission = None
@@ -292,7 +310,7 @@ class Scheduler:
                 return why
         demand = c.adapter.demand(q.job_key(c.job), c.job)
         leaving = {wk["spec"]["placement"]["cluster"]
-                   for wk in self.cache.snapshot().evicting_of(c.job["metadata"]["uid"])}
+                   for wk in self._snap.evicting_of(c.job["metadata"]["uid"])}
         fleet_views = [v for v in views.values() if v.name not in leaving]
         started = time.perf_counter()
         decision = divide(demand, fleet_views, c.rules)
@@ -350,7 +368,7 @@ class Scheduler:
         try:
             clusters_used = [s.cluster for s in decision.shares]
             policy = self._policy_of(job)
-            settings = failover_settings(policy) if policy else None
+            settings = self._parsed(policy)[1] if policy else None
             failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
             extra: dict[str, str | None] = {
                 q.ADMITTED_AT: stamp if c.queued is not None else None,
@@ -393,10 +411,10 @@ class Scheduler:
 
     def _preempt(self, victims: Sequence[Holding], for_job: Body) -> None:
         claimant = q.job_key(for_job)
+        by_key = {q.job_key(j): j for j in self._snap.jobs.values()}
         for victim in victims:
             kind, namespace, name = victim.job.key.split("/", 2)
-            body = next((j for j in self.cache.snapshot().jobs.values()
-                         if q.job_key(j) == victim.job.key), None)
+            body = by_key.get(victim.job.key)
             if body is None:
                 continue
             adapter = adapter_for(body["apiVersion"], body["kind"])
@@ -422,7 +440,7 @@ class Scheduler:
             metrics.QUEUE_PENDING_AGE.labels(queue).set(
                 (now - oldest).total_seconds() if oldest else 0)
         for state in q.queue_objects(tree[0], tree[1], admission, pending):
-            self.dispatcher.publish_queue(state.body, self.cache.snapshot().queues)
+            self.dispatcher.publish_queue(state.body, self._snap.queues)
             status = state.body["status"]
             metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
             metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
@@ -466,13 +484,7 @@ class Scheduler:
         """A preempted or failed-over job: once its Works are gone it is unbound and waits
         in its queue again (its quota was released when it was marked)."""
         if works:
-            for work in works:
-                cluster = work["spec"]["placement"]["cluster"]
-                lost = not (view := self._clusters.get(cluster)) or not view.ready
-                if lost:  # its agent cannot clean up now; it purges orphans when back
-                    self.dispatcher.drop_agent_finalizer(work)
-                if not work["metadata"].get("deletionTimestamp"):
-                    self.dispatcher.delete_work(work)
+            self._delete_works(works, release_lost=True)
             return
         unbound = self.dispatcher.unbind(job, adapter)
         if unbound is not None:
@@ -484,11 +496,20 @@ class Scheduler:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
             return
         if works:
-            for work in works:
-                if not work["metadata"].get("deletionTimestamp"):
-                    self.dispatcher.delete_work(work)
+            self._delete_works(works)
             return
         self.dispatcher.release(job, adapter)
+
+    def _delete_works(self, works: Sequence[Body], *, release_lost: bool = False) -> None:
+        """Delete Works not already going; with ``release_lost``, also drop the agent's
+        finalizer of those on lost members (their agents purge orphans when back)."""
+        for work in works:
+            if release_lost:
+                view = self._clusters.get(work["spec"]["placement"]["cluster"])
+                if view is None or not view.ready:
+                    self.dispatcher.drop_agent_finalizer(work)
+            if not work["metadata"].get("deletionTimestamp"):
+                self.dispatcher.delete_work(work)
 
     def _write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
         written = self.dispatcher.write_status(job, adapter, status)
