@@ -27,6 +27,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     if backend == "kind":
         pytest.skip("the kind backend is detected but not wired up yet; use "
                     "FLEET_E2E_BACKEND=binaries")
+    # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one).
+    os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
     local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))
     try:

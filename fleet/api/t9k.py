@@ -78,6 +78,9 @@ class T9kStatus(OpenModel):
     )
     aggregate: dict[str, int] | None = None
     tensorboard: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE)
+    backoff_count: int | None = Field(default=None, description="Restarts of all replicas.")
+    start_time: str | None = None
+    completion_time: str | None = None
     queue: QueueInfo | None = None
     clusters: list[str] = Field(default_factory=list)
 
@@ -152,9 +155,13 @@ class TFRunPolicy(KubeModel):
     clean_up_policy: CleanUpPolicy | None = None
 
 
+LogLocation = Annotated[str, Field(pattern=r"^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$")]
+
+
 class TensorBoardSpec(OpenModel):
     image: str = Field(min_length=1)
-    training_log_filesets: list[str] = Field(min_length=1)
+    training_log_filesets: list[LogLocation] = Field(
+        min_length=1, description="Log locations, each t9k://pvc/<claim>/<path>.")
 
 
 _UNIQUE_TYPES = {

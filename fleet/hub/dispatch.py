@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.clients import errors
+from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
 from fleet.clients.patches import merge_diff
@@ -137,6 +137,24 @@ class Dispatcher:
     def set_purge_mode(self, work: Mapping[str, Any], mode: str) -> None:
         self._annotate_work(work, {w.PURGE_MODE: mode})
 
+    def update_work(self, work: Mapping[str, Any], manifest: Body, generation: str) -> Body | None:
+        """Replace the Work's job manifest (a spec change on the hub); None on conflict."""
+        meta = work["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "annotations": {w.JOB_GENERATION: generation}},
+                 "spec": {"manifests": [manifest, *work["spec"]["manifests"][1:]]}}
+        try:
+            return self.kube.patch(r.WORKS, meta["name"], patch, meta["namespace"])
+        except (errors.NotFound, errors.Conflict):
+            return None
+
+    def delete_job(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
+        meta = job["metadata"]
+        try:
+            self.kube.delete(adapter.resource, meta["name"], meta["namespace"], uid=meta["uid"])
+        except (errors.NotFound, errors.Conflict):
+            pass
+
     def drop_agent_finalizer(self, work: Mapping[str, Any]) -> None:
         """For a Work on a lost member: the agent cannot release it, so the hub does."""
         meta = work["metadata"]
@@ -199,22 +217,4 @@ class Dispatcher:
 
     def event(self, obj: Mapping[str, Any], reason: str, message: str,
               kind: str = "Normal") -> None:
-        meta = obj["metadata"]
-        stamp = now_text()
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
-                               "name": meta["name"], "namespace": meta["namespace"],
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "reason": reason, "message": message, "type": kind,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT, "reportingInstance": COMPONENT,
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
-        try:
-            self.kube.create(r.EVENTS, body)
-        except errors.ApiError as exc:  # an event is never worth failing a decision for
-            log.warning("event %s on %s/%s not recorded: %s", reason, meta["namespace"],
-                        meta["name"], exc)
+        events.record(self.kube, obj, reason, message, type=kind, component=COMPONENT)

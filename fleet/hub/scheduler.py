@@ -159,7 +159,10 @@ class Scheduler:
         placement = w.decode_placement(job)
         if placement:
             self._complete_dispatch(job, adapter, placement, works)
+            self._propagate_spec(job, adapter, placement, works)
             self._aggregate(job, adapter, works)
+            if adapter.is_finished(job):
+                self._expire(job, adapter)
             if not adapter.is_finished(job):
                 self._check_failover(job, adapter, works)
             return False
@@ -470,6 +473,53 @@ class Scheduler:
             for work in self.dispatcher.create_works(
                     [w.work_body(job, adapter, s, placement, deps) for s in missing]):
                 self.cache.upsert("works", work)
+
+    def _propagate_spec(self, job: Body, adapter: KindAdapter, placement: list[dict[str, Any]],
+                        works: Sequence[Body]) -> None:
+        """Carry a spec change of a bound job (pause, resume, debug, suspend, run policy) to
+        its Works. A change of replica counts is not carried: the job was divided for the
+        counts it had, so it would need a new placement (an event says so)."""
+        stale = [wk for wk in works if w.outdated(job, wk)
+                 and not wk["metadata"].get("deletionTimestamp")]
+        if not stale:
+            return
+        placed = dict.fromkeys((r.name for r in adapter.roles(job)), 0)
+        for share in placement:
+            for role, count in share["replicas"].items():
+                placed[role] = placed.get(role, 0) + count
+        wanted = {r.name: r.replicas for r in adapter.roles(job)}
+        generation = str(job["metadata"].get("generation", 1))
+        if wanted != {k: v for k, v in placed.items() if v or k in wanted}:
+            for work in stale:  # remember the refusal so the event is said once
+                self.dispatcher.update_work(work, work["spec"]["manifests"][0], generation)
+            self.dispatcher.event(job, "ReplicasChangeIgnored",
+                                  f"replicas changed to {wanted} after the job was divided as "
+                                  f"{placed}; delete and re-create the job to re-divide it",
+                                  "Warning")
+            return
+        shares = {s["cluster"]: s for s in placement}
+        for work in stale:
+            placed_share = shares.get(work["spec"]["placement"]["cluster"])
+            if placed_share is None:
+                continue
+            manifest = w.member_manifest(job, adapter, placed_share, placement,
+                                         work["metadata"]["name"])
+            updated = self.dispatcher.update_work(work, manifest, generation)
+            if updated is not None:
+                self.cache.upsert("works", updated)
+
+    def _expire(self, job: Body, adapter: KindAdapter) -> None:
+        """ttlSecondsAfterFinished: the hub deletes the finished job (its Works, and so the
+        member jobs, go with it); members leave a federated job's TTL to the hub."""
+        ttl = adapter.ttl(job)
+        done = (job.get("status") or {}).get("completionTime")
+        if ttl is None or not done or job["metadata"].get("deletionTimestamp"):
+            return
+        finished_at = datetime.fromisoformat(done.replace("Z", "+00:00"))
+        if (self._now - finished_at).total_seconds() >= ttl:
+            log.info("deleting %s: finished %s s ago (ttlSecondsAfterFinished %s)",
+                     q.job_key(job), int((self._now - finished_at).total_seconds()), ttl)
+            self.dispatcher.delete_job(job, adapter)
 
     def _aggregate(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         current = job.get("status") or {}

@@ -23,6 +23,7 @@ OFFSETS = "fleet.sh/replica-offsets"
 PURGE_MODE = "fleet.sh/purge-mode"
 FAILOVER_SINCE = "fleet.sh/failover-since"
 WORLD = "fleet.sh/world"
+JOB_GENERATION = "fleet.sh/job-generation"  # the hub job's spec generation a Work carries
 HUB_ANNOTATIONS = (PLACEMENT, CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
                    "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE)
 
@@ -92,6 +93,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "name": name,
             "namespace": member_namespace(share["cluster"]),
             "labels": {JOB_UID: meta["uid"]},
+            "annotations": {JOB_GENERATION: str(meta.get("generation", 1))},
         },
         "spec": {
             "job": {"apiVersion": job["apiVersion"], "kind": job["kind"],
@@ -101,3 +103,9 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
         },
     }
+
+
+def outdated(job: Mapping[str, Any], work: Mapping[str, Any]) -> bool:
+    """Whether ``work`` was rendered from an older spec of ``job``."""
+    carried = (work["metadata"].get("annotations") or {}).get(JOB_GENERATION)
+    return carried != str(job["metadata"].get("generation", 1))

@@ -81,6 +81,11 @@ class KindAdapter:
             found |= template_references(role.template)
         return found | t9k_references(body)
 
+    def ttl(self, body: Mapping[str, Any]) -> int | None:
+        """Seconds after finishing when the job is deleted (Kubeflow's TTL), if set."""
+        value = ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+        return None if value is None else int(value)
+
     def is_finished(self, body: Mapping[str, Any]) -> bool:
         return self.state(body.get("status")) in self.terminal_states
 

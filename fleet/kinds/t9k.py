@@ -69,7 +69,8 @@ def merge_t9k_status(current: Mapping[str, Any], works: Sequence[Mapping[str, An
         out["conditions"] = list(current.get("conditions", []))
         return out
     lead = leader_work(reported, leaders)["status"]["jobStatus"]
-    out.update({k: v for k, v in lead.items() if k in ("conditions", "phase", "tensorboard")})
+    out.update({k: v for k, v in lead.items()
+                if k in ("conditions", "phase", "tensorboard", "startTime", "completionTime")})
     phases = [w["status"]["jobStatus"].get("phase") for w in reported]
     if "Failed" in phases:
         out["phase"] = "Failed"
@@ -82,6 +83,8 @@ def merge_t9k_status(current: Mapping[str, Any], works: Sequence[Mapping[str, An
             aggregate[key] = aggregate.get(key, 0) + int(value)
     out["tasks"] = tasks
     out["aggregate"] = aggregate
+    out["backoffCount"] = sum(int(w["status"]["jobStatus"].get("backoffCount", 0))
+                              for w in reported)
     return out
 
 

@@ -13,7 +13,14 @@ import kopf
 from fleet import metrics
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.controllers.runtime import KINDS, JobController, WorkQueue
+from member_agent.controllers.runtime import (
+    KINDS,
+    JobController,
+    WorkQueue,
+    controller_of,
+    key_of,
+)
+from member_agent.controllers.tensorboard import FOR_LABEL
 from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
 from member_agent.state import MemberState
@@ -25,31 +32,34 @@ _STOP = threading.Event()
 WORKERS = 2
 
 
-def _job_handler(kind: str, resource: r.Resource) -> None:
+def _job_handler(resource: r.Resource) -> None:
     async def handler(*, type: str, body: kopf.Body, **_: Any) -> None:
-        meta = body["metadata"]
-        key = (kind, meta["namespace"], meta["name"])
+        key = key_of(body)
         STATE.stores.put_job(key, None if type == "DELETED" else body)
         QUEUE.add(key)
 
-    handler.__name__ = f"on_{resource.plural}"
+    handler.__name__ = f"on_{resource.plural}_{resource.group.split('.')[0]}"
     kopf.on.event(resource.group, resource.version, resource.plural)(handler)
 
 
-for _kind, (_resource, _) in KINDS.items():
-    _job_handler(_kind, _resource)
+for _kind in KINDS.values():
+    _job_handler(_kind.resource)
 
 
 @kopf.on.event("", "v1", "pods")
 async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
     deleted = type == "DELETED"
     STATE.put_pod(body, deleted)
-    group = STATE.stores.put_pod(body, deleted)
-    if group is None:
-        return
-    for owner in body["metadata"].get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") in KINDS:
-            QUEUE.add((owner["kind"], group[0], group[1]))
+    key = STATE.stores.put_pod(body, deleted)
+    if key is not None:
+        QUEUE.add(key)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={FOR_LABEL: kopf.PRESENT})
+async def on_tensorboard(*, body: kopf.Body, **_: Any) -> None:
+    key = controller_of(body)
+    if key is not None:
+        QUEUE.add(key)
 
 
 @kopf.on.event("", "v1", "nodes")

@@ -22,6 +22,7 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
+from member_agent.controllers.runtime import kind_key
 from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,8 @@ class HubSync:
     def work_status(self, work: Mapping[str, Any]) -> Body:
         manifest = work["spec"]["manifests"][0]
         meta = manifest["metadata"]
-        key = (manifest["kind"], meta["namespace"], meta["name"])
+        key = (kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"],
+               meta["name"])
         job, job_pods = self.state.stores.read(key)
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
         healthy, why = _health(job_pods)
@@ -267,7 +269,8 @@ def _summary(pod: Mapping[str, Any]) -> Body:
             exit_code = terminated.get("exitCode")
     summary: Body = {
         "name": meta["name"],
-        "role": (meta.get("labels") or {}).get("training.kubeflow.org/replica-type"),
+        "role": next((v for k, v in (meta.get("labels") or {}).items()
+                      if k.endswith("/replica-type")), None),
         "phase": status.get("phase") or "Pending",
         "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
                      for c in status.get("conditions") or []),

@@ -1,13 +1,15 @@
 """The job-controller core shared by every kind, as pure functions of observed state.
 
-Given a job (its replica types, restart policies and run policy), the pods that exist for it
-and the time, :func:`plan` says which pods to create and delete and what the job's replica
-counts are. Kinds add their environment and decide success and failure from the counts.
+Given a job's replica types, restart policies and run mode, the pods that exist for it, and
+the restarts counted so far, :func:`plan` says which pods to create and delete and what each
+replica type's counts are. Kinds (``kubeflow``, ``t9k``) add their pods' environment and turn
+the counts into their own status; ``reconcile`` puts the two together.
 
 Pods are always created with ``restartPolicy: Never``: the controller, not the kubelet,
 re-creates a failed replica when its restart policy allows, and counts that restart, so
-restarts and backoff are counted the same way for every kind and survive agent restarts
-(the count lives in the job's status).
+restarts and backoff are counted the same way for every kind and every policy (ExitCode
+included, which Kubeflow does not count: kubeflow/training-operator#2045) and survive agent
+restarts (the count lives in the job's status).
 """
 
 from __future__ import annotations
@@ -17,12 +19,26 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from member_agent.controllers.naming import replica_name
+
+# Pod annotation naming the variant a pod was created as: "" for training, "debug" for a
+# job in debug mode, "resume" for a job that came back from pause (resumeSpecs apply).
+VARIANT = "fleet.sh/run-variant"
+
 
 class Restart(StrEnum):
     NEVER = "Never"
     ON_FAILURE = "OnFailure"
     ALWAYS = "Always"
     EXIT_CODE = "ExitCode"
+
+
+class Cleanup(StrEnum):
+    """Which pods go when the job finishes: none, the unfinished ones, or all."""
+
+    NONE = "None"
+    UNFINISHED = "Unfinished"
+    ALL = "All"
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,13 @@ class ReplicaType:
 
 
 @dataclass(frozen=True)
+class ContainerState:
+    name: str
+    state: str  # Waiting, Running, Terminated
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
 class ObservedPod:
     name: str
     role: str  # lower-case replica type
@@ -50,6 +73,13 @@ class ObservedPod:
     exit_code: int | None = None
     deleting: bool = False
     ready: bool = False
+    uid: str = ""
+    containers: tuple[ContainerState, ...] = ()
+    variant: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -58,6 +88,7 @@ class Counts:
     running: int = 0
     succeeded: int = 0
     failed: int = 0  # failed and not going to be restarted
+    exit_code: int | None = None  # of the first replica counted failed
 
 
 @dataclass(frozen=True)
@@ -67,10 +98,12 @@ class Plan:
     restarted: tuple[tuple[str, int], ...] = ()  # (replica type name, index) re-created now
     counts: Mapping[str, Counts] = field(default_factory=dict)  # by replica type name
     exhausted: str = ""  # why no more restarts are allowed (backoff reached)
+    failed_replicas: tuple[tuple[str, int, int | None], ...] = ()  # (type, index, exit code)
+    succeeded_replicas: frozenset[tuple[str, int]] = frozenset()  # (type, index)
 
 
 def pod_name(job: str, role: str, index: int) -> str:
-    return f"{job}-{role.lower()}-{index}"
+    return replica_name(job, role, index)
 
 
 def retryable(policy: Restart, exit_code: int | None, retryable_codes: frozenset[int] | None
@@ -88,50 +121,107 @@ def retryable(policy: Restart, exit_code: int | None, retryable_codes: frozenset
 
 def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
          restarts_so_far: int, backoff_limit: int | None, stop: bool = False,
-         retryable_codes: frozenset[int] | None = None) -> Plan:
+         evict: bool = False, hold: bool = False, variant: str = "",
+         retryable_codes: frozenset[int] | None = None,
+         decisive: frozenset[tuple[str, int]] = frozenset()) -> Plan:
     """What to do next for the replicas of ``job``.
 
-    ``stop`` (finished, suspended, paused) means: create nothing. A replica that failed is
-    re-created when its policy allows and the job-wide ``backoff_limit`` is not reached.
+    ``stop`` (finished, suspended, paused) means: create and restart nothing; ``evict``
+    (suspended, paused) also deletes every pod, without counting a restart; ``hold`` (the
+    gang scheduler has not admitted the job yet) creates nothing new but still counts and
+    restarts. A replica that failed is re-created when its policy allows and the job-wide
+    ``backoff_limit`` is not reached. Under ``Always`` a replica that succeeded is re-created
+    too, unless it is ``decisive`` (its success ends the job). An unfinished pod created as
+    another ``variant`` (debug mode switched on or off) is replaced, not counted as a restart.
     """
     by_key = {(p.role, p.index): p for p in pods}
     create: list[tuple[str, int]] = []
     delete: list[str] = []
     restarted: list[tuple[str, int]] = []
+    failed_replicas: list[tuple[str, int, int | None]] = []
+    succeeded_replicas: set[tuple[str, int]] = set()
     counts: dict[str, Counts] = {}
     restarts = restarts_so_far
     exhausted = ""
     wanted = {(t.label, i) for t in types for i in t.indices()}
     for pod in pods:
-        if (pod.role, pod.index) not in wanted and not pod.deleting:
-            delete.append(pod.name)  # scaled down, or a type that is gone
+        if pod.deleting:
+            continue
+        if (pod.role, pod.index) not in wanted or evict:
+            delete.append(pod.name)  # scaled down, a type that is gone, or evicted
+        elif pod.variant != variant and not pod.finished and not stop:
+            delete.append(pod.name)
+    gone = set(delete)
     for rtype in types:
         active = running = succeeded = failed = 0
+        first_exit: int | None = None
         for index in rtype.indices():
             found = by_key.get((rtype.label, index))
             if found is None:
-                if not stop:
+                if not (stop or hold):
                     create.append((rtype.name, index))
                 continue
             pod = found
-            if pod.deleting:
+            if pod.deleting or pod.name in gone:
                 continue
-            if pod.phase == "Succeeded":
+            again = not stop and (
+                (pod.phase == "Failed" and retryable(rtype.restart, pod.exit_code,
+                                                     retryable_codes))
+                or (pod.phase == "Succeeded" and rtype.restart is Restart.ALWAYS
+                    and (rtype.name, index) not in decisive))
+            if again and backoff_limit is not None and restarts >= backoff_limit:
+                exhausted = f"backoff limit {backoff_limit} reached after {restarts} restarts"
+                again = False
+            if again:
+                restarts += 1
+                delete.append(pod.name)
+                restarted.append((rtype.name, index))
+            elif pod.phase == "Succeeded":
                 succeeded += 1
+                succeeded_replicas.add((rtype.name, index))
             elif pod.phase == "Failed":
-                if not stop and retryable(rtype.restart, pod.exit_code, retryable_codes):
-                    if backoff_limit is not None and restarts >= backoff_limit:
-                        exhausted = (f"backoff limit {backoff_limit} reached after {restarts} "
-                                     f"restarts")
-                        failed += 1
-                    else:
-                        restarts += 1
-                        delete.append(pod.name)
-                        restarted.append((rtype.name, index))
-                else:
-                    failed += 1
+                failed += 1
+                failed_replicas.append((rtype.name, index, pod.exit_code))
+                first_exit = pod.exit_code if first_exit is None else first_exit
             else:
                 active += 1
                 running += pod.phase == "Running"
-        counts[rtype.name] = Counts(active, running, succeeded, failed)
-    return Plan(tuple(create), tuple(delete), tuple(restarted), counts, exhausted)
+        counts[rtype.name] = Counts(active, running, succeeded, failed, first_exit)
+    return Plan(tuple(create), tuple(delete), tuple(restarted), counts, exhausted,
+                tuple(failed_replicas), frozenset(succeeded_replicas))
+
+
+def to_clean_up(pods: Sequence[ObservedPod], policy: Cleanup, *,
+                stop_unfinished: bool = False) -> list[str]:
+    """Pods to delete once the job has finished: per ``policy``, and every unfinished pod
+    when ``stop_unfinished`` (a failed job's survivors would run on as zombies)."""
+    out = []
+    for pod in pods:
+        if pod.deleting:
+            continue
+        unfinished = not pod.finished
+        if policy is Cleanup.ALL or (unfinished and (policy is Cleanup.UNFINISHED
+                                                     or stop_unfinished)):
+            out.append(pod.name)
+    return out
+
+
+def apply_mode(template: Mapping[str, Any], container: str, *,
+               command: Sequence[str] | None, args: Sequence[str] | None,
+               skip_init: bool) -> dict[str, Any]:
+    """The pod spec of ``template`` with the training container's command and args replaced
+    (when given) and init containers removed (when ``skip_init``): debug and resume modes."""
+    spec = dict(template.get("spec") or {})
+    containers = [dict(c) for c in spec.get("containers") or []]
+    target = next((c for c in containers if c.get("name") == container),
+                  containers[0] if containers else None)
+    if target is not None:
+        if command is not None:
+            target["command"] = list(command)
+            target.pop("args", None)
+        if args is not None:
+            target["args"] = list(args)
+    spec["containers"] = containers
+    if skip_init:
+        spec.pop("initContainers", None)
+    return spec

@@ -1,53 +1,66 @@
 """The controller machinery around the pure core: caches fed by watches, a de-duplicating work
-queue, and the reconcile that turns a plan into API calls.
+queue, and the shell that carries a reconcile's decision out.
 
 kopf delivers job and pod events (``handlers``); they land in :class:`Stores` and queue the
 job's key. Worker threads take keys one at a time (a key is never reconciled twice at once),
-read the job and its pods from the stores, call the pure planner, and write.
+read the job and its pods from the stores and the few other objects a kind needs, call the
+pure :func:`reconcile.decide`, and write.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from fleet.clients import errors
+from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.controllers import core
-from member_agent.controllers.conditions import is_true, set_condition
-from member_agent.controllers.kubeflow import (
-    JOB_NAME,
-    PYTORCH,
-    REPLICA_INDEX,
-    REPLICA_TYPE,
-    TF,
-    KubeflowKind,
-)
+from member_agent.controllers import core, tensorboard
+from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler
+from member_agent.controllers.kind import JobKind, Observed, owner
+from member_agent.controllers.kubeflow import PYTORCH, TF
+from member_agent.controllers.reconcile import decide
+from member_agent.controllers.t9k import TENSORFLOW
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-JobKey = tuple[str, str, str]  # (kind, namespace, name)
+JobKey = tuple[str, str, str]  # (kind key, namespace, name)
+COMPONENT = "fleet-agent"
 
-KINDS: dict[str, tuple[r.Resource, KubeflowKind]] = {
-    "PyTorchJob": (r.PYTORCHJOBS, PYTORCH),
-    "TFJob": (r.TFJOBS, TF),
-}
+KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW)}
 
 
-def now_text(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+def kind_key(api_version: str, kind: str) -> str:
+    return f"{kind}.{api_version.split('/', maxsplit=1)[0] if '/' in api_version else ''}"
+
+
+def key_of(body: Mapping[str, Any]) -> JobKey:
+    meta = body["metadata"]
+    return kind_key(body["apiVersion"], body["kind"]), meta["namespace"], meta["name"]
+
+
+def controller_of(pod: Mapping[str, Any]) -> JobKey | None:
+    """The job controlling ``pod``, if one of our kinds does."""
+    meta = pod["metadata"]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            key = kind_key(ref.get("apiVersion", ""), ref.get("kind", ""))
+            if key in KINDS:
+                return key, meta["namespace"], ref["name"]
+    return None
 
 
 @dataclass
 class Stores:
     jobs: dict[JobKey, Body] = field(default_factory=dict)
-    pods: dict[tuple[str, str], dict[str, Body]] = field(default_factory=dict)  # (ns, job)
+    pods: dict[JobKey, dict[str, Body]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def put_job(self, key: JobKey, body: Mapping[str, Any] | None) -> None:
@@ -57,24 +70,23 @@ class Stores:
             else:
                 self.jobs[key] = copy.deepcopy(dict(body))
 
-    def put_pod(self, body: Mapping[str, Any], deleted: bool) -> tuple[str, str] | None:
-        meta = body["metadata"]
-        job = (meta.get("labels") or {}).get(JOB_NAME)
-        if not job:
+    def put_pod(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
+        key = controller_of(body)
+        if key is None:
             return None
-        group = (meta["namespace"], job)
+        name = body["metadata"]["name"]
         with self.lock:
-            pods = self.pods.setdefault(group, {})
+            pods = self.pods.setdefault(key, {})
             if deleted:
-                pods.pop(meta["name"], None)
+                pods.pop(name, None)
             else:
-                pods[meta["name"]] = copy.deepcopy(dict(body))
-        return group
+                pods[name] = copy.deepcopy(dict(body))
+        return key
 
     def read(self, key: JobKey) -> tuple[Body | None, list[Body]]:
         with self.lock:
             job = self.jobs.get(key)
-            pods = list(self.pods.get((key[1], key[2]), {}).values())
+            pods = list(self.pods.get(key, {}).values())
         return job, pods
 
 
@@ -118,24 +130,54 @@ class WorkQueue:
                 self._cond.notify()
 
 
-def observe(pod: Mapping[str, Any], container: str) -> core.ObservedPod:
+def observe(pod: Mapping[str, Any], kind: JobKind) -> core.ObservedPod:
     meta, status = pod["metadata"], pod.get("status") or {}
     labels = meta.get("labels") or {}
-    exit_code = None
     statuses = status.get("containerStatuses") or []
-    preferred = [s for s in statuses if s.get("name") == container] or statuses
-    for item in preferred:
-        terminated = (item.get("state") or {}).get("terminated")
-        if terminated is not None:
-            exit_code = int(terminated.get("exitCode", 0))
-            break
+    containers = []
+    for item in statuses:
+        state = item.get("state") or {}
+        name = next(iter(state), "waiting")
+        code = (state.get("terminated") or {}).get("exitCode")
+        containers.append(core.ContainerState(item.get("name", ""), name.capitalize(),
+                                              None if code is None else int(code)))
+    preferred = [c for c in containers if c.name == kind.container] or containers
+    exit_code = next((c.exit_code for c in preferred if c.exit_code is not None), None)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or [])
     return core.ObservedPod(
-        name=meta["name"], role=labels.get(REPLICA_TYPE, ""),
-        index=int(labels.get(REPLICA_INDEX, "-1")), phase=status.get("phase") or "Pending",
+        name=meta["name"], role=labels.get(kind.type_label, ""),
+        index=int(labels.get(kind.index_label, "-1")), phase=status.get("phase") or "Pending",
         exit_code=exit_code, deleting=bool(meta.get("deletionTimestamp")), ready=ready,
+        uid=meta.get("uid", ""), containers=tuple(containers),
+        variant=(meta.get("annotations") or {}).get(core.VARIANT, ""),
     )
+
+
+class SchedulerProbe:
+    """Which gang schedulers the member has, from its CRDs, re-checked every
+    ``FLEET_GANG_PROBE_SECONDS`` (15). ``FLEET_GANG_SCHEDULER`` forces one (or ``none``)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.ttl = float(os.environ.get("FLEET_GANG_PROBE_SECONDS", "15"))
+        self.forced = os.environ.get("FLEET_GANG_SCHEDULER", "").strip()
+        self._found: tuple[Scheduler, ...] = ()
+        self._at = -self.ttl
+
+    def available(self) -> tuple[Scheduler, ...]:
+        if self.forced:
+            return () if self.forced == "none" else (Scheduler(self.forced),)
+        if time.monotonic() - self._at > self.ttl:
+            found = []
+            for scheduler, resource in PODGROUPS.items():
+                try:
+                    self.kube.get(r.CRDS, f"{resource.plural}.{resource.group}")
+                    found.append(scheduler)
+                except errors.ApiError:
+                    continue
+            self._found, self._at = tuple(found), time.monotonic()
+        return self._found
 
 
 class JobController:
@@ -143,8 +185,10 @@ class JobController:
         self.kube = kube
         self.stores = stores
         self.queue = queue
-        self._services: set[str] = set()
+        self.schedulers = SchedulerProbe(kube)
+        self._ensured: set[tuple[str, str, str, str]] = set()  # (kind, ns, name, job uid)
         self._timers: dict[JobKey, threading.Timer] = {}
+        self._timers_lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -162,103 +206,92 @@ class JobController:
                 self.queue.done(key)
 
     def requeue_after(self, key: JobKey, seconds: float) -> None:
-        old = self._timers.pop(key, None)
-        if old:
-            old.cancel()
         timer = threading.Timer(seconds, self.queue.add, args=(key,))
         timer.daemon = True
-        self._timers[key] = timer
+        with self._timers_lock:
+            old = self._timers.pop(key, None)
+            if old:
+                old.cancel()
+            self._timers[key] = timer
         timer.start()
 
     def reconcile(self, key: JobKey) -> None:
         job, pods = self.stores.read(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
-        resource, kind = KINDS[key[0]]
-        now = datetime.now(UTC)
-        stamp = now_text(now)
-        types = kind.replica_types(job)
-        status = job.get("status") or {}
-        conditions = status.get("conditions") or []
-        finished = is_true(conditions, "Succeeded") or is_true(conditions, "Failed")
-        run_policy = job["spec"].get("runPolicy") or {}
-        suspended = bool(run_policy.get("suspend"))
-        observed = [observe(p, kind.container) for p in pods]
-        result = core.plan(
-            key[2], types, observed, restarts_so_far=int(status.get("restartCount", 0)),
-            backoff_limit=run_policy.get("backoffLimit"), stop=finished or suspended,
-        )
-        for name in result.delete:
-            self.kube.delete(r.PODS, name, key[1])
-        if not (finished or suspended):
-            by_name = {t.name: t for t in types}
-            for rtype_name, index in result.create:
-                self._ensure_service(job, kind, rtype_name, index)
-                try:
-                    self.kube.create(r.PODS, kind.pod(job, by_name[rtype_name], index))
-                except errors.AlreadyExists:
-                    pass
-        new_status = kind.status(job, types, result, stamp)
-        deadline = run_policy.get("activeDeadlineSeconds")
-        if deadline and not finished:
-            started = datetime.fromisoformat(new_status["startTime"].replace("Z", "+00:00"))
-            remaining = (started + timedelta(seconds=int(deadline)) - now).total_seconds()
-            if remaining <= 0:
-                new_status = _deadline_failure(kind, job, new_status, stamp)
-            else:
-                self.requeue_after(key, remaining + 0.1)
-        now_finished = is_true(new_status["conditions"], "Succeeded") or is_true(
-            new_status["conditions"], "Failed")
-        if now_finished:
-            self._clean_up(job, run_policy, observed, key[1], failed=is_true(
-                new_status["conditions"], "Failed"))
-        if _strip(status) != _strip(new_status):
+        kind = KINDS[key[0]]
+        gang = self.gang_for(kind, job)
+        admitted = True
+        if gang is not None and not kind.finished(job.get("status") or {}):
+            group = self._ensure(gang.resource, gang.podgroup(owner(job)), job, fresh=True)
+            admitted = gang.admitted(group)
+        extras: dict[str, Any] = {}
+        for resource, body in tensorboard.objects(job, owner(job)):
+            found = self._ensure(resource, body, job, fresh=resource is r.DEPLOYMENTS)
+            if resource is r.DEPLOYMENTS:
+                extras["tensorboard"] = found
+        observed = Observed(now=datetime.now(UTC), gang=gang, gang_admitted=admitted,
+                            extras=extras)
+        decision = decide(kind, job, [observe(p, kind) for p in pods], observed)
+        namespace = key[1]
+        for name in decision.delete:
+            self.kube.delete(r.PODS, name, namespace)
+        for service in decision.services:
+            self._ensure(r.SERVICES, service, job)
+        for pod in decision.create:
+            try:
+                self.kube.create(r.PODS, pod)
+            except errors.AlreadyExists:
+                pass
+            except errors.ApiError as exc:  # e.g. a quota or admission refusal on the member
+                events.record(self.kube, job, "FailedCreatePod",
+                              f"pod {pod['metadata']['name']}: {exc}", type="Warning",
+                              component=COMPONENT)
+                raise
+        if decision.status is not None:
             # A whole-status replace guarded by resourceVersion: a merge patch would keep
             # counts this reconcile dropped, and a stale read must not overwrite a newer one.
-            written = self.kube.replace(resource, {**job, "status": new_status},
+            written = self.kube.replace(kind.resource, {**job, "status": decision.status},
                                         subresource="status")
             self.stores.put_job(key, written)
-        ttl = run_policy.get("ttlSecondsAfterFinished")
-        if now_finished and ttl is not None:
-            done_at = datetime.fromisoformat(new_status["completionTime"].replace("Z", "+00:00"))
-            left = (done_at + timedelta(seconds=int(ttl)) - now).total_seconds()
-            if left <= 0:
-                self.kube.delete(resource, key[2], key[1], uid=job["metadata"]["uid"])
-            else:
-                self.requeue_after(key, left + 0.1)
+        for type_, reason, message in decision.events:
+            events.record(self.kube, job, reason, message, type=type_, component=COMPONENT)
+        if decision.delete_job:
+            self.kube.delete(kind.resource, key[2], key[1], uid=job["metadata"]["uid"])
+        elif decision.requeue_after is not None:
+            self.requeue_after(key, decision.requeue_after)
 
-    def _ensure_service(self, job: Body, kind: KubeflowKind, rtype: str, index: int) -> None:
-        body = kind.service(job, rtype, index)
-        name = f"{job['metadata']['namespace']}/{body['metadata']['name']}/{job['metadata']['uid']}"
-        if name in self._services:
-            return
+    def gang_for(self, kind: JobKind, job: Mapping[str, Any]) -> Gang | None:
+        available = self.schedulers.available()
+        if not available:
+            return None
+        queue, priority, priority_class = kind.gang_request(job, kind.replica_types(job))
+        # A T9k job that asks for the T9k scheduler gets it; otherwise the first one found.
+        scheduler = Scheduler.T9K if (Scheduler.T9K in available and queue
+                                      and kind.group == "batch.tensorstack.dev") else next(
+            (s for s in available if s is not Scheduler.T9K), available[0])
+        types = kind.replica_types(job)
+        meta = job["metadata"]
+        return Gang(scheduler, meta["name"], meta["namespace"],
+                    min_member=sum(t.replicas for t in types), queue=queue, priority=priority,
+                    priority_class=priority_class,
+                    roles={t.label: t.replicas for t in types})
+
+    def _ensure(self, resource: r.Resource, body: Body, job: Mapping[str, Any], *,
+                fresh: bool = False) -> Body | None:
+        """Create ``body`` unless it exists. With ``fresh``, return it as the server has it
+        now; without, it is created once per job and never read again (None)."""
+        meta = body["metadata"]
+        mark = (resource.plural, meta["namespace"], meta["name"], job["metadata"]["uid"])
+        if mark in self._ensured:
+            if not fresh:
+                return None
+            found = self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+            if found is not None:
+                return found
         try:
-            self.kube.create(r.SERVICES, body)
+            created: Body | None = self.kube.create(resource, body)
         except errors.AlreadyExists:
-            pass
-        self._services.add(name)
-
-    def _clean_up(self, job: Body, run_policy: Mapping[str, Any],
-                  pods: list[core.ObservedPod], namespace: str, failed: bool) -> None:
-        """cleanPodPolicy: None keeps pods, Running deletes unfinished ones, All deletes all.
-        A job that failed its deadline or backoff has every pod stopped (Kubeflow rule)."""
-        policy = run_policy.get("cleanPodPolicy") or "None"
-        for pod in pods:
-            if pod.deleting:
-                continue
-            unfinished = pod.phase not in ("Succeeded", "Failed")
-            if policy == "All" or (unfinished and (policy == "Running" or failed)):
-                self.kube.delete(r.PODS, pod.name, namespace)
-
-
-def _deadline_failure(kind: KubeflowKind, job: Body, status: Body, stamp: str) -> Body:
-    name = job["metadata"]["name"]
-    message = f"{kind.kind} {name} has failed because it was active longer than specified deadline"
-    conditions = set_condition(status["conditions"], "Running", False, f"{kind.kind}Failed",
-                               message, stamp)
-    conditions = set_condition(conditions, "Failed", True, f"{kind.kind}Failed", message, stamp)
-    return {**status, "conditions": conditions, "completionTime": stamp}
-
-
-def _strip(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if v not in (None, {}, [])}
+            created = self.kube.get_or_none(resource, meta["name"], meta["namespace"])
+        self._ensured.add(mark)
+        return created if fresh else None

@@ -1,0 +1,242 @@
+"""What a job kind tells the shared core: where its replicas are, how its pods look, what its
+run policy says, and how its status reads. Kinds are pure; ``reconcile`` drives them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fleet.clients.resources import Resource
+from member_agent.controllers import core
+from member_agent.controllers.gang import Gang
+from member_agent.controllers.naming import label_value
+
+Body = dict[str, Any]
+OFFSETS = "fleet.sh/replica-offsets"
+WORLD = "fleet.sh/world"
+JOB_UID = "fleet.sh/job-uid"
+CLUSTERSET_DOMAIN = "clusterset.local"
+
+
+@dataclass(frozen=True)
+class RunMode:
+    """``stop``: why no pods run ("" when they do: "Suspended", "Paused"); ``variant``: how
+    new pods are made ("", "debug", "resume")."""
+
+    stop: str = ""
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything a reconcile reads besides the job and its pods."""
+
+    now: datetime
+    gang: Gang | None = None
+    gang_admitted: bool = True
+    extras: Mapping[str, Any] = field(default_factory=dict)  # e.g. the TensorBoard Deployment
+
+
+class JobKind:
+    """Base of every kind; subclasses fill in the spec-reading and status parts."""
+
+    kind: str
+    group: str
+    resource: Resource
+    container: str  # the training container the controller configures
+    job_label: str  # pod labels the controller sets and reads back
+    type_label: str
+    index_label: str
+    retryable_codes: frozenset[int] | None = None  # None: Kubeflow's rule (>= 128)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}.{self.group}"
+
+    # -- spec --------------------------------------------------------------------------
+    def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        raise NotImplementedError
+
+    def default_restart(self, rtype: str) -> core.Restart:
+        raise NotImplementedError
+
+    def replica_types(self, job: Mapping[str, Any]) -> list[core.ReplicaType]:
+        offsets: Mapping[str, int] = json.loads(
+            (job["metadata"].get("annotations") or {}).get(OFFSETS) or "{}")
+        return [
+            core.ReplicaType(
+                name=name, replicas=int(spec.get("replicas", 1)),
+                restart=core.Restart(spec.get("restartPolicy") or self.default_restart(name)),
+                template=spec.get("template") or {}, offset=int(offsets.get(name, 0)),
+            )
+            for name, spec in self.replica_specs(job)
+        ]
+
+    def run_policy(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
+        return job["spec"].get("runPolicy") or {}
+
+    def run_mode(self, job: Mapping[str, Any]) -> RunMode:
+        raise NotImplementedError
+
+    def backoff_limit(self, job: Mapping[str, Any]) -> int | None:
+        value = self.run_policy(job).get("backoffLimit")
+        return None if value is None else int(value)
+
+    def deadline(self, job: Mapping[str, Any]) -> int | None:
+        value = self.run_policy(job).get("activeDeadlineSeconds")
+        return None if value is None else int(value)
+
+    def ttl(self, job: Mapping[str, Any]) -> int | None:
+        return None
+
+    def cleanup(self, job: Mapping[str, Any]) -> core.Cleanup:
+        raise NotImplementedError
+
+    stop_unfinished_on_failure = False
+
+    def leader(self, types: Sequence[str]) -> tuple[str, int]:
+        """The replica whose success ends the job."""
+        raise NotImplementedError
+
+    def gang_request(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType]
+                     ) -> tuple[str, int | None, str]:
+        """(queue, priority, priority class) the job asks its member's gang scheduler for."""
+        return "", None, ""
+
+    # -- world (a job split across clusters) ---------------------------------------------
+    def world(self, job: Mapping[str, Any]) -> dict[str, int]:
+        """Replicas per type across every cluster the job runs in."""
+        shares = json.loads((job["metadata"].get("annotations") or {}).get(WORLD) or "[]")
+        if not shares:
+            return {t.name: t.replicas for t in self.replica_types(job)}
+        total: dict[str, int] = {}
+        for share in shares:
+            for name, count in share["replicas"].items():
+                total[name] = total.get(name, 0) + count
+        return total
+
+    def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
+        """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the
+        hub split the job: then this cluster holds only its share's indices)."""
+        if not (job["metadata"].get("annotations") or {}).get(WORLD):
+            return True
+        return any(t.name == rtype and index in t.indices() for t in self.replica_types(job))
+
+    def peer_host(self, job: Mapping[str, Any], rtype: str, index: int,
+                  *, qualified: bool = False) -> str:
+        """How a replica reaches replica ``index`` of ``rtype``: its Service in this cluster,
+        or, across clusters, the Multi-Cluster Services name (KEP-1645) of the Service the
+        peer's agent exports, ``<svc>.<ns>.svc.clusterset.local``."""
+        meta = job["metadata"]
+        name = core.pod_name(meta["name"], rtype, index)
+        if not self.is_local(job, rtype, index):
+            return f"{name}.{meta['namespace']}.svc.{CLUSTERSET_DOMAIN}"
+        return f"{name}.{meta['namespace']}.svc" if qualified else name
+
+    # -- objects -------------------------------------------------------------------------
+    def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
+        meta = job["metadata"]
+        labels = {self.job_label: label_value(meta["name"]), self.type_label: rtype.lower(),
+                  self.index_label: str(index)}
+        uid = (meta.get("labels") or {}).get(JOB_UID)
+        if uid:
+            labels[JOB_UID] = uid
+        return labels
+
+    def env(self, job: Mapping[str, Any], rtype: str, index: int,
+            world: Mapping[str, int]) -> list[Body]:
+        return []
+
+    def port(self, job: Mapping[str, Any], rtype: str) -> tuple[str, int] | None:
+        """(name, number) of the port each replica of ``rtype`` serves on, if any."""
+        return None
+
+    def pod_spec(self, job: Mapping[str, Any], rtype: core.ReplicaType, variant: str) -> Body:
+        return copy.deepcopy(dict(rtype.template.get("spec") or {}))
+
+    def pod(self, job: Mapping[str, Any], rtype: core.ReplicaType, index: int, variant: str,
+            gang: Gang | None) -> Body:
+        meta = job["metadata"]
+        template_meta = rtype.template.get("metadata") or {}
+        spec = self.pod_spec(job, rtype, variant)
+        spec["restartPolicy"] = "Never"  # the controller restarts replicas (see core)
+        world = self.world(job)
+        containers = spec.get("containers") or []
+        port = self.port(job, rtype.name)
+        for container in containers:
+            if container.get("name") == self.container or len(containers) == 1:
+                container["env"] = [*(container.get("env") or []),
+                                    *self.env(job, rtype.name, index, world)]
+                if port is not None:
+                    _ensure_port(container, *port)
+        name = core.pod_name(meta["name"], rtype.name, index)
+        spec.setdefault("hostname", name)
+        annotations = dict(template_meta.get("annotations") or {})
+        if variant:
+            annotations[core.VARIANT] = variant
+        pod: Body = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": meta["namespace"],
+                "labels": {**(template_meta.get("labels") or {}),
+                           **self.labels(job, rtype.name, index)},
+                "annotations": annotations, "ownerReferences": [owner(job)],
+            },
+            "spec": spec,
+        }
+        if gang is not None:
+            gang.decorate(pod, rtype.label)
+        return pod
+
+    def service(self, job: Mapping[str, Any], rtype: str, index: int) -> Body | None:
+        port = self.port(job, rtype)
+        if port is None:
+            return None
+        meta = job["metadata"]
+        labels = self.labels(job, rtype, index)
+        return {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": core.pod_name(meta["name"], rtype, index),
+                         "namespace": meta["namespace"], "labels": labels,
+                         "ownerReferences": [owner(job)]},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": {k: labels[k] for k in (self.job_label, self.type_label,
+                                                         self.index_label)},
+                     "ports": [{"name": port[0], "port": port[1]}]},
+        }
+
+    # -- status --------------------------------------------------------------------------
+    def restarts_so_far(self, status: Mapping[str, Any]) -> int:
+        raise NotImplementedError
+
+    def status(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+               result: core.Plan, pods: Sequence[core.ObservedPod], mode: RunMode,
+               observed: Observed, now: str) -> Body:
+        raise NotImplementedError
+
+    def finished(self, status: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def failed(self, status: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
+             now: str) -> Body:
+        """``status`` turned into a failure (deadline exceeded)."""
+        raise NotImplementedError
+
+
+def owner(job: Mapping[str, Any]) -> Body:
+    meta = job["metadata"]
+    return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _ensure_port(container: Body, name: str, port: int) -> None:
+    ports = container.setdefault("ports", [])
+    if not any(p.get("name") == name for p in ports):
+        ports.append({"name": name, "containerPort": port, "protocol": "TCP"})

@@ -1,0 +1,125 @@
+"""One reconcile of one job, as a pure function: job + observed pods + time -> decision.
+
+The order follows the Kubeflow operators: a finished job only cleans up (and, with a TTL, is
+deleted); a suspended or paused job loses its pods; otherwise missing replicas are created,
+failed ones restarted per their policy and the shared backoff limit, the status is computed
+from the pods, and the active deadline is checked. ``runtime`` carries the decision out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from member_agent.controllers import core
+from member_agent.controllers.kind import Body, JobKind, Observed
+
+
+@dataclass(frozen=True)
+class Decision:
+    create: tuple[Body, ...] = ()  # pods
+    delete: tuple[str, ...] = ()  # pod names
+    services: tuple[Body, ...] = ()  # Services to exist before the pods
+    status: Body | None = None  # the new status, None if unchanged
+    requeue_after: float | None = None  # seconds (deadline, TTL, waiting for the gang)
+    delete_job: bool = False  # TTL after finishing has passed
+    events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message)
+
+
+def stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
+           observed: Observed) -> Decision:
+    now = stamp(observed.now)
+    types = kind.replica_types(job)
+    old: Mapping[str, Any] = job.get("status") or {}
+    finished = kind.finished(old)
+    mode = kind.run_mode(job)
+    leader = kind.leader([t.name for t in types])
+
+    def make_plan(stop: bool) -> core.Plan:
+        return core.plan(
+            job["metadata"]["name"], types, pods,
+            restarts_so_far=kind.restarts_so_far(old), backoff_limit=kind.backoff_limit(job),
+            stop=stop, evict=bool(mode.stop) and not finished,
+            hold=not observed.gang_admitted, variant=mode.variant,
+            retryable_codes=kind.retryable_codes, decisive=frozenset({leader}),
+        )
+
+    result = make_plan(finished or bool(mode.stop))
+    status = kind.status(job, types, result, pods, mode, observed, now)
+    if not finished and kind.finished(status):
+        # The job ends now: nothing more is created or restarted in this pass.
+        result = replace(make_plan(True), exhausted=result.exhausted)
+        status = kind.status(job, types, result, pods, mode, observed, now)
+    requeue: list[float] = []
+    deadline = kind.deadline(job)
+    if deadline and not kind.finished(status) and not mode.stop and status.get("startTime"):
+        left = (parse_time(status["startTime"]) + timedelta(seconds=deadline)
+                - observed.now).total_seconds()
+        if left <= 0:
+            result = make_plan(True)
+            status = kind.fail(job, kind.status(job, types, result, pods, mode, observed, now),
+                               "DeadlineExceeded",
+                               f"was active longer than activeDeadlineSeconds ({deadline} s)",
+                               now)
+        else:
+            requeue.append(left + 0.1)
+    delete = list(result.delete)
+    events: list[tuple[str, str, str]] = []
+    for rtype, index in result.restarted:
+        events.append(("Warning", "Restarting",
+                       f"replica {rtype} {index} failed; re-creating it (restart "
+                       f"{kind.restarts_so_far(status)} of the job)"))
+    if kind.finished(status):
+        delete += [name for name in core.to_clean_up(
+            pods, kind.cleanup(job),
+            stop_unfinished=kind.failed(status) and kind.stop_unfinished_on_failure)
+            if name not in delete]
+    by_name = {t.name: t for t in types}
+    create: list[Body] = []
+    services: list[Body] = []
+    for rtype_name, index in result.create:
+        create.append(kind.pod(job, by_name[rtype_name], index, mode.variant, observed.gang))
+        service = kind.service(job, rtype_name, index)
+        if service is not None:
+            services.append(service)
+    if not observed.gang_admitted and not kind.finished(status):
+        requeue.append(2.0)  # the gang scheduler's PodGroup phase is not watched: poll it
+    delete_job = False
+    ttl = kind.ttl(job)
+    if kind.finished(status) and ttl is not None and status.get("completionTime"):
+        left = (parse_time(status["completionTime"]) + timedelta(seconds=ttl)
+                - observed.now).total_seconds()
+        if left <= 0:
+            delete_job = True
+        else:
+            requeue.append(left + 0.1)
+    if not kind.finished(old) and kind.finished(status):
+        events.append(("Warning" if kind.failed(status) else "Normal",
+                       "Failed" if kind.failed(status) else "Succeeded",
+                       _final_message(status)))
+    changed = _strip(old) != _strip(status)
+    return Decision(tuple(create), tuple(delete), tuple(services),
+                    status if changed else None, min(requeue) if requeue else None,
+                    delete_job, tuple(events))
+
+
+def _final_message(status: Mapping[str, Any]) -> str:
+    for condition in reversed(status.get("conditions") or []):
+        if condition.get("status") == "True" and condition.get("type") in (
+                "Succeeded", "Failed", "Completed"):
+            return str(condition.get("message") or condition["type"])
+    return "finished"
+
+
+def _strip(status: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if v not in (None, {}, [])}
