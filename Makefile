@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins bench simulate clean
+.PHONY: demo up down status test lint crds crds-check bins mpi-packages bench simulate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 
 bins:  ## build (or reuse) the control-plane binaries in the cache outside the repo
 	bash e2e/toolchain/build.sh >/dev/null
+
+mpi-packages:  ## OpenMPI and sshd (Debian packages) for the real mpirun test
+	bash scripts/debian-packages.sh
 
 up: $(STAMP) bins  ## hub + members on real control planes, hub controller and agents
 	$(PY) -m e2e.localfleet up
@@ -37,7 +40,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) bins  ## lint, type checks, layering, unit, integration and e2e tests
+test: $(STAMP) bins mpi-packages  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)

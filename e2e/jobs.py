@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from e2e.conftest import eventually
+from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
 
 Body = dict[str, Any]
+KUBEFLOW_JOB = "training.kubeflow.org/job-name"
+T9K_JOB = "batch.tensorstack.dev/job-name"
 
 
 def seed_pytorchjob(name: str, namespace: str = "default", *, run_for: str = "3s",
@@ -44,3 +51,59 @@ def state(job: Body) -> str:
         if terminal in conditions:
             return terminal
     return conditions[-1] if conditions else ""
+
+
+# -- following a job from the hub to its member -------------------------------------
+
+def hub_job(hub: Kube, job: Body) -> Body:
+    meta = job["metadata"]
+    return hub.get(r.for_kind(job["apiVersion"], job["kind"]), meta["name"], meta["namespace"])
+
+
+def member(fleet: LocalFleet, hub: Kube, job: Body) -> Kube:
+    def cluster() -> str | None:
+        annotations = hub_job(hub, job)["metadata"].get("annotations") or {}
+        return annotations.get("fleet.sh/clusters")
+    return fleet.client(eventually(cluster, what=f"{job['metadata']['name']} placed"))
+
+
+def member_job(kube: Kube, job: Body) -> Body | None:
+    return kube.get_or_none(r.for_kind(job["apiVersion"], job["kind"]),
+                            job["metadata"]["name"], job["metadata"]["namespace"])
+
+
+def pods(kube: Kube, job: Body) -> dict[str, Body]:
+    label = T9K_JOB if job["apiVersion"].startswith("batch.") else KUBEFLOW_JOB
+    meta = job["metadata"]
+    items, _ = kube.list(r.PODS, meta["namespace"], label_selector=f"{label}={meta['name']}")
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def pods_named(kube: Kube, job: Body, names: set[str] | int) -> dict[str, Body]:
+    """Wait until the job's pods are exactly ``names`` (or that many); return them."""
+    def check() -> dict[str, Body] | None:
+        found = pods(kube, job)
+        return found if (len(found) if isinstance(names, int) else set(found)) == names \
+            else None
+    return eventually(check, what=f"{job['metadata']['name']} pods {names}")
+
+
+def hub_state(hub: Kube, job: Body, wanted: str, timeout: float = 90) -> Body:
+    """Wait until the hub shows ``wanted`` (Kubeflow STATE or T9k phase); return the job."""
+    def check() -> Body | None:
+        current = hub_job(hub, job)
+        status = current.get("status") or {}
+        seen = status.get("phase") if "phase" in status else state(current)
+        return current if seen == wanted else None
+    return eventually(check, timeout=timeout,
+                      what=f"{job['metadata']['name']} {wanted} on the hub")
+
+
+def events(kube: Kube, job: Body, reason: str) -> list[Body]:
+    items, _ = kube.list(r.EVENTS, job["metadata"]["namespace"],
+                         field_selector=f"involvedObject.name={job['metadata']['name']}")
+    return [e for e in items if e.get("reason") == reason]
+
+
+def condition(status: Mapping[str, Any], kind: str) -> Body:
+    return next(c for c in status.get("conditions") or [] if c["type"] == kind)

@@ -19,7 +19,17 @@ from typing import Any
 import pytest
 
 from e2e.conftest import eventually
-from e2e.jobs import state
+from e2e.jobs import (
+    KUBEFLOW_JOB,
+    condition,
+    events,
+    hub_job,
+    hub_state,
+    member,
+    member_job,
+    pods,
+    pods_named,
+)
 from e2e.localfleet import LocalFleet
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -27,8 +37,6 @@ from fleet.clients.kube import Kube
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
 NS = "ctl"
-KUBEFLOW_JOB = "training.kubeflow.org/job-name"
-T9K_JOB = "batch.tensorstack.dev/job-name"
 
 
 def template(container: str, run_for: str = "1h", exit_code: int = 0) -> Body:
@@ -133,8 +141,8 @@ def log_volumes(fleet: LocalFleet, hub: Kube) -> None:
                         "metadata": {"name": "tb-logs", "namespace": NS},
                         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                                  "resources": {"requests": {"storage": "1Gi"}}}})
-    for member in ("member1", "member2"):
-        fleet.client(member).create(r.Resource("", "v1", "persistentvolumes", False,
+    for cluster in ("member1", "member2"):
+        fleet.client(cluster).create(r.Resource("", "v1", "persistentvolumes", False,
                                                "PersistentVolume"), {
             "apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": "tb-logs"},
@@ -154,58 +162,6 @@ def jobs(fleet: LocalFleet, hub: Kube) -> dict[str, Body]:
         resource = r.for_kind(body["apiVersion"], body["kind"])
         created[body["metadata"]["name"]] = hub.create(resource, body)
     return created
-
-
-def hub_job(hub: Kube, job: Body) -> Body:
-    return hub.get(r.for_kind(job["apiVersion"], job["kind"]), job["metadata"]["name"], NS)
-
-
-def member(fleet: LocalFleet, hub: Kube, job: Body) -> Kube:
-    def cluster() -> str | None:
-        annotations = hub_job(hub, job)["metadata"].get("annotations") or {}
-        return annotations.get("fleet.sh/clusters")
-    return fleet.client(eventually(cluster, what=f"{job['metadata']['name']} placed"))
-
-
-def member_job(kube: Kube, job: Body) -> Body | None:
-    return kube.get_or_none(r.for_kind(job["apiVersion"], job["kind"]),
-                            job["metadata"]["name"], NS)
-
-
-def pods(kube: Kube, job: Body) -> dict[str, Body]:
-    label = T9K_JOB if job["apiVersion"].startswith("batch.") else KUBEFLOW_JOB
-    items, _ = kube.list(r.PODS, NS, label_selector=f"{label}={job['metadata']['name']}")
-    return {p["metadata"]["name"]: p for p in items}
-
-
-def pods_named(kube: Kube, job: Body, names: set[str] | int) -> dict[str, Body]:
-    """Wait until the job's pods are exactly ``names`` (or that many); return them."""
-    def check() -> dict[str, Body] | None:
-        found = pods(kube, job)
-        return found if (len(found) if isinstance(names, int) else set(found)) == names \
-            else None
-    return eventually(check, what=f"{job['metadata']['name']} pods {names}")
-
-
-def hub_state(hub: Kube, job: Body, wanted: str, timeout: float = 90) -> Body:
-    """Wait until the hub shows ``wanted`` (Kubeflow STATE or T9k phase); return the job."""
-    def check() -> Body | None:
-        current = hub_job(hub, job)
-        status = current.get("status") or {}
-        seen = status.get("phase") if "phase" in status else state(current)
-        return current if seen == wanted else None
-    return eventually(check, timeout=timeout,
-                      what=f"{job['metadata']['name']} {wanted} on the hub")
-
-
-def events(kube: Kube, job: Body, reason: str) -> list[Body]:
-    items, _ = kube.list(r.EVENTS, NS,
-                         field_selector=f"involvedObject.name={job['metadata']['name']}")
-    return [e for e in items if e.get("reason") == reason]
-
-
-def condition(status: Mapping[str, Any], kind: str) -> Body:
-    return next(c for c in status.get("conditions") or [] if c["type"] == kind)
 
 
 # -- Kubeflow PyTorchJob ------------------------------------------------------------------

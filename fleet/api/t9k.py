@@ -107,7 +107,9 @@ class MPIWorker(KubeModel):
 
 
 class SSHConfig(KubeModel):
-    auth_mount_path: str | None = None
+    ssh_auth_mount_path: str | None = Field(
+        default=None, pattern=r"^/", description="Where the job's SSH key is mounted "
+        "(default /root/.ssh); another path means sshd runs as a non-root user.")
     sshd_path: str | None = Field(default=None, pattern=r"^/", description="Absolute sshd path.")
 
 

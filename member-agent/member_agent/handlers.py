@@ -28,6 +28,7 @@ from member_agent.state import MemberState
 log = logging.getLogger(__name__)
 STATE = MemberState()
 QUEUE = WorkQueue()
+CONTROLLERS: list[JobController] = []
 _STOP = threading.Event()
 WORKERS = 2
 
@@ -36,6 +37,9 @@ def _job_handler(resource: r.Resource) -> None:
     async def handler(*, type: str, body: kopf.Body, **_: Any) -> None:
         key = key_of(body)
         STATE.stores.put_job(key, None if type == "DELETED" else body)
+        if type == "DELETED":
+            for controller in CONTROLLERS:
+                controller.forget(body["metadata"]["uid"])
         QUEUE.add(key)
 
     handler.__name__ = f"on_{resource.plural}_{resource.group.split('.')[0]}"
@@ -83,6 +87,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
         STATE.put_pod(pod, False)
     STATE.synced.set()
     controller = JobController(member, STATE.stores, QUEUE)
+    CONTROLLERS.append(controller)
     sync = HubSync(hub, member, cluster, STATE)
     reporter = Reporter(hub, member, cluster, STATE,
                         interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")))

@@ -123,13 +123,15 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
          restarts_so_far: int, backoff_limit: int | None, stop: bool = False,
          evict: bool = False, hold: bool = False, variant: str = "",
          retryable_codes: frozenset[int] | None = None,
-         decisive: frozenset[tuple[str, int]] = frozenset()) -> Plan:
+         decisive: frozenset[tuple[str, int]] = frozenset(),
+         held: frozenset[str] = frozenset()) -> Plan:
     """What to do next for the replicas of ``job``.
 
     ``stop`` (finished, suspended, paused) means: create and restart nothing; ``evict``
     (suspended, paused) also deletes every pod, without counting a restart; ``hold`` (the
     gang scheduler has not admitted the job yet) creates nothing new but still counts and
-    restarts. A replica that failed is re-created when its policy allows and the job-wide
+    restarts; replica types in ``held`` (an MPI launcher waiting for its workers) are not
+    created yet. A replica that failed is re-created when its policy allows and the job-wide
     ``backoff_limit`` is not reached. Under ``Always`` a replica that succeeded is re-created
     too, unless it is ``decisive`` (its success ends the job). An unfinished pod created as
     another ``variant`` (debug mode switched on or off) is replaced, not counted as a restart.
@@ -158,7 +160,7 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
         for index in rtype.indices():
             found = by_key.get((rtype.label, index))
             if found is None:
-                if not (stop or hold):
+                if not (stop or hold or rtype.name in held):
                     create.append((rtype.name, index))
                 continue
             pod = found

@@ -102,10 +102,34 @@ class JobKind:
         """The replica whose success ends the job."""
         raise NotImplementedError
 
+    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
+                   ) -> frozenset[str]:
+        """Replica types whose pods must wait (an MPI launcher waits for ready workers)."""
+        return frozenset()
+
+    def objects(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                pods: Sequence[core.ObservedPod]) -> list[tuple[Resource, Body]]:
+        """Per-job objects kept as given while the job lives (ConfigMaps, RBAC, Services)."""
+        return []
+
+    def ssh_key_secret(self, job: Mapping[str, Any]) -> str | None:
+        """The Secret holding the job's SSH key, if the kind needs one (made by the shell:
+        a key is random, so no pure function makes it)."""
+        return None
+
+    def clean_up(self, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
+                 failed: bool) -> list[str]:
+        """Pods to delete once the job has finished."""
+        return core.to_clean_up(pods, self.cleanup(job),
+                                stop_unfinished=failed and self.stop_unfinished_on_failure)
+
     def gang_request(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType]
                      ) -> tuple[str, int | None, str]:
         """(queue, priority, priority class) the job asks its member's gang scheduler for."""
         return "", None, ""
+
+    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
+        return core.pod_name(job_name, rtype, index)
 
     # -- world (a job split across clusters) ---------------------------------------------
     def world(self, job: Mapping[str, Any]) -> dict[str, int]:
@@ -132,7 +156,7 @@ class JobKind:
         or, across clusters, the Multi-Cluster Services name (KEP-1645) of the Service the
         peer's agent exports, ``<svc>.<ns>.svc.clusterset.local``."""
         meta = job["metadata"]
-        name = core.pod_name(meta["name"], rtype, index)
+        name = self.pod_name(meta["name"], rtype, index)
         if not self.is_local(job, rtype, index):
             return f"{name}.{meta['namespace']}.svc.{CLUSTERSET_DOMAIN}"
         return f"{name}.{meta['namespace']}.svc" if qualified else name
@@ -173,7 +197,7 @@ class JobKind:
                                     *self.env(job, rtype.name, index, world)]
                 if port is not None:
                     _ensure_port(container, *port)
-        name = core.pod_name(meta["name"], rtype.name, index)
+        name = self.pod_name(meta["name"], rtype.name, index)
         spec.setdefault("hostname", name)
         annotations = dict(template_meta.get("annotations") or {})
         if variant:
@@ -200,7 +224,7 @@ class JobKind:
         labels = self.labels(job, rtype, index)
         return {
             "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": core.pod_name(meta["name"], rtype, index),
+            "metadata": {"name": self.pod_name(meta["name"], rtype, index),
                          "namespace": meta["namespace"], "labels": labels,
                          "ownerReferences": [owner(job)]},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,

@@ -181,12 +181,16 @@ class KubeflowKind(JobKind):
             conditions = set_condition(conditions, "Running", False, f"{k}Restarting", message,
                                        now)
             return set_condition(conditions, "Restarting", True, f"{k}Restarting", message, now)
-        if any(counts[t.name].running for t in types):
+        if self._running(types, counts):
             message = f"{k} {name} is running."
             conditions = set_condition(conditions, "Restarting", False, f"{k}Running", message,
                                        now)
             return set_condition(conditions, "Running", True, f"{k}Running", message, now)
         return conditions
+
+    def _running(self, types: Sequence[core.ReplicaType],
+                 counts: Mapping[str, core.Counts]) -> bool:
+        return any(counts[t.name].running for t in types)
 
     def _succeeded(self, types: Sequence[core.ReplicaType], result: core.Plan,
                    job: Mapping[str, Any]) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleet.clients.resources import Resource
 from member_agent.controllers import core
 from member_agent.controllers.kind import Body, JobKind, Observed
 
@@ -22,6 +23,7 @@ class Decision:
     create: tuple[Body, ...] = ()  # pods
     delete: tuple[str, ...] = ()  # pod names
     services: tuple[Body, ...] = ()  # Services to exist before the pods
+    objects: tuple[tuple[Resource, Body], ...] = ()  # per-job objects, kept as given
     status: Body | None = None  # the new status, None if unchanged
     requeue_after: float | None = None  # seconds (deadline, TTL, waiting for the gang)
     delete_job: bool = False  # TTL after finishing has passed
@@ -52,6 +54,7 @@ def decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPo
             stop=stop, evict=bool(mode.stop) and not finished,
             hold=not observed.gang_admitted, variant=mode.variant,
             retryable_codes=kind.retryable_codes, decisive=frozenset({leader}),
+            held=kind.held_types(types, pods),
         )
 
     result = make_plan(finished or bool(mode.stop))
@@ -80,10 +83,8 @@ def decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPo
                        f"replica {rtype} {index} failed; re-creating it (restart "
                        f"{kind.restarts_so_far(status)} of the job)"))
     if kind.finished(status):
-        delete += [name for name in core.to_clean_up(
-            pods, kind.cleanup(job),
-            stop_unfinished=kind.failed(status) and kind.stop_unfinished_on_failure)
-            if name not in delete]
+        delete += [name for name in kind.clean_up(job, pods, kind.failed(status))
+                   if name not in delete]
     by_name = {t.name: t for t in types}
     create: list[Body] = []
     services: list[Body] = []
@@ -109,6 +110,7 @@ def decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPo
                        _final_message(status)))
     changed = _strip(old) != _strip(status)
     return Decision(tuple(create), tuple(delete), tuple(services),
+                    tuple(kind.objects(job, types, pods)),
                     status if changed else None, min(requeue) if requeue else None,
                     delete_job, tuple(events))
 

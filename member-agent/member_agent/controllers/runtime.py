@@ -10,6 +10,8 @@ pure :func:`reconcile.decide`, and write.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -22,19 +24,23 @@ from typing import Any
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.controllers import core, tensorboard
+from member_agent.controllers import core, sshkeys, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
+from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.reconcile import decide
 from member_agent.controllers.t9k import TENSORFLOW
+from member_agent.controllers.t9k_mpi import T9K_MPI
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
 JobKey = tuple[str, str, str]  # (kind key, namespace, name)
 COMPONENT = "fleet-agent"
 
-KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW)}
+KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW, KUBEFLOW_MPI,
+                                                          T9K_MPI)}
+FIELD_MANAGER = "fleet-job-controller"
 
 
 def kind_key(api_version: str, kind: str) -> str:
@@ -187,6 +193,7 @@ class JobController:
         self.queue = queue
         self.schedulers = SchedulerProbe(kube)
         self._ensured: set[tuple[str, str, str, str]] = set()  # (kind, ns, name, job uid)
+        self._applied: dict[tuple[str, str, str, str], str] = {}  # ... -> content digest
         self._timers: dict[JobKey, threading.Timer] = {}
         self._timers_lock = threading.Lock()
 
@@ -225,6 +232,13 @@ class JobController:
         if gang is not None and not kind.finished(job.get("status") or {}):
             group = self._ensure(gang.resource, gang.podgroup(owner(job)), job, fresh=True)
             admitted = gang.admitted(group)
+        secret = kind.ssh_key_secret(job)
+        if secret is not None:
+            self._ensure(r.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                     "type": "kubernetes.io/ssh-auth",
+                                     "metadata": {"name": secret, "namespace": key[1],
+                                                  "ownerReferences": [owner(job)]},
+                                     "data": sshkeys.secret_data()}, job)
         extras: dict[str, Any] = {}
         for resource, body in tensorboard.objects(job, owner(job)):
             found = self._ensure(resource, body, job, fresh=resource is r.DEPLOYMENTS)
@@ -234,6 +248,8 @@ class JobController:
                             extras=extras)
         decision = decide(kind, job, [observe(p, kind) for p in pods], observed)
         namespace = key[1]
+        for resource, body in decision.objects:
+            self._apply(resource, body, job)
         for name in decision.delete:
             self.kube.delete(r.PODS, name, namespace)
         for service in decision.services:
@@ -276,6 +292,21 @@ class JobController:
                     min_member=sum(t.replicas for t in types), queue=queue, priority=priority,
                     priority_class=priority_class,
                     roles={t.label: t.replicas for t in types})
+
+    def _apply(self, resource: r.Resource, body: Body, job: Mapping[str, Any]) -> None:
+        """Server-side apply ``body`` unless this agent applied the same content already."""
+        meta = body["metadata"]
+        mark = (resource.plural, meta["namespace"], meta["name"], job["metadata"]["uid"])
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if self._applied.get(mark) == digest:
+            return
+        self.kube.apply(resource, body, field_manager=FIELD_MANAGER)
+        self._applied[mark] = digest
+
+    def forget(self, uid: str) -> None:
+        """Drop what is remembered of a deleted job's objects."""
+        self._ensured = {m for m in self._ensured if m[3] != uid}
+        self._applied = {m: d for m, d in self._applied.items() if m[3] != uid}
 
     def _ensure(self, resource: r.Resource, body: Body, job: Mapping[str, Any], *,
                 fresh: bool = False) -> Body | None:

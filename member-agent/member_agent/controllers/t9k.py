@@ -51,6 +51,7 @@ class T9kKind(JobKind):
     index_label = f"{GROUP_LABEL}/replica-index"
     retryable_codes = RETRYABLE
     debug_command: tuple[str, ...] = ("sleep", "inf")
+    task_replicas_key = "replicas"  # where a task lists its pods (seed 000 says "status")
 
     def default_restart(self, rtype: str) -> core.Restart:
         return core.Restart.NEVER
@@ -232,7 +233,7 @@ class T9kKind(JobKind):
             replicas = []
             for index in rtype.indices():
                 pod = by_key.get((rtype.label, index))
-                name = core.pod_name(job["metadata"]["name"], rtype.name, index)
+                name = self.pod_name(job["metadata"]["name"], rtype.name, index)
                 if pod is None:
                     if (rtype.name, index) in creating:
                         replicas.append({"name": name, "phase": "Creating"})
@@ -249,7 +250,8 @@ class T9kKind(JobKind):
                 replicas.append(replica)
             restarts = old_restarts.get(rtype.name, 0) + sum(
                 1 for name, _ in result.restarted if name == rtype.name)
-            tasks.append({"type": rtype.name, "restartCount": restarts, "replicas": replicas})
+            tasks.append({"type": rtype.name, "restartCount": restarts,
+                          self.task_replicas_key: replicas})
         return tasks, aggregate
 
 

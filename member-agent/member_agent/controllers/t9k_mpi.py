@@ -1,0 +1,161 @@
+"""T9k MPIJob (``batch.tensorstack.dev/v1beta1``, seed 000) on the member: the sshd design.
+
+- Workers ``<job>-worker-<i>`` (hostname ``<pod>``, subdomain ``<job>``, behind a headless
+  Service ``<job>``) run sshd from ``ssh.sshdPath`` in their ``mpi-worker`` container; the
+  template's command and args are ignored, as the seed says.
+- A per-job SSH key (ECDSA P-521) lives in the Secret ``<job>-ssh`` and is mounted at
+  ``ssh.sshAuthMountPath`` (default ``/root/.ssh``) in the launcher and every worker; see
+  :func:`mpi.ssh_volume` for root and non-root images.
+- The launcher ``<job>-launcher``, which the controller writes (the user never does), is made
+  once every worker is Ready. It runs the ``mpi-worker`` image without its resource requests:
+  ``<mpiHome>/bin/mpirun --hostfile /etc/mpi/hostfile --prefix <mpiHome> --mca k v ...
+  <extraMPIArgs> <cmd>``; the hostfile (ConfigMap ``<job>-config``) lists each worker's DNS
+  name with as many slots as ``-N`` asks for.
+- The launcher decides: mpirun exiting 0 completes the job, anything else fails it.
+  ``runPolicy.cleanUpWorkers`` then deletes the workers (the launcher stays for its log).
+- Debug mode: launcher ``sleep inf``, workers ``/usr/bin/sshd -D`` unless the replica spec says
+  otherwise. Pause mode and resumeSpecs as for every T9k job.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.clients import resources as r
+from member_agent.controllers import core, mpi
+from member_agent.controllers.kind import Body, owner
+from member_agent.controllers.kubeflow_mpi import workers_ready
+from member_agent.controllers.naming import derived_name, label_value
+from member_agent.controllers.t9k import T9kKind
+
+LAUNCHER, WORKER = "launcher", "worker"
+DEFAULT_SSHD = "/usr/sbin/sshd"
+
+
+class T9kMPIKind(T9kKind):
+    kind = "MPIJob"
+    resource = r.T9K_MPIJOBS
+    container = "mpi-worker"
+    task_replicas_key = "status"  # seed 000 lists an MPIJob's pods under tasks[].status
+
+    def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        worker = job["spec"]["worker"]
+        specs: list[tuple[str, Mapping[str, Any]]] = []
+        if self.is_local(job, WORKER, 0):  # the share holding worker 0 runs the launcher
+            specs.append((LAUNCHER, {"replicas": 1, "template": worker.get("template") or {}}))
+        specs.append((WORKER, {"replicas": worker.get("replicas", 1),
+                               "template": worker.get("template") or {}}))
+        return specs
+
+    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
+        if rtype == LAUNCHER:
+            return derived_name(job_name, "launcher")  # one launcher, named as MPI expects
+        return core.pod_name(job_name, rtype, index)
+
+    def leader(self, types: Sequence[str]) -> tuple[str, int]:
+        return LAUNCHER, 0
+
+    def cleanup(self, job: Mapping[str, Any]) -> core.Cleanup:
+        policy = self.run_policy(job).get("cleanUpWorkers")
+        return core.Cleanup.ALL if policy else core.Cleanup.NONE
+
+    def clean_up(self, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
+                 failed: bool) -> list[str]:
+        workers = [p for p in pods if p.role == WORKER]
+        return core.to_clean_up(workers, self.cleanup(job))
+
+    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
+                   ) -> frozenset[str]:
+        return frozenset() if workers_ready(types, pods, WORKER) else frozenset({LAUNCHER})
+
+    # -- settings ------------------------------------------------------------------------
+    def ssh_mount(self, job: Mapping[str, Any]) -> str:
+        return str((job["spec"].get("ssh") or {}).get("sshAuthMountPath") or mpi.ROOT_SSH)
+
+    def service_name(self, job: Mapping[str, Any]) -> str:
+        return label_value(job["metadata"]["name"])
+
+    def ssh_key_secret(self, job: Mapping[str, Any]) -> str:
+        return derived_name(job["metadata"]["name"], "ssh")
+
+    def hosts(self, job: Mapping[str, Any]) -> list[str]:
+        meta = job["metadata"]
+        workers = job["spec"]["worker"].get("replicas", 1)
+        world = self.world(job).get(WORKER, workers)
+        service = self.service_name(job)
+        return [f"{core.pod_name(meta['name'], WORKER, i)}.{service}.{meta['namespace']}.svc"
+                for i in range(world)]
+
+    def launch_command(self, job: Mapping[str, Any]) -> list[str]:
+        worker = job["spec"]["worker"]
+        return mpi.mpirun_command(mpi_home=job["spec"].get("mpiHome"),
+                                  mca=job["spec"].get("mca") or {},
+                                  extra_args=worker.get("extraMPIArgs") or [],
+                                  cmd=worker["cmd"])
+
+    def launcher_env(self, job: Mapping[str, Any]) -> list[Body]:
+        return [{"name": "OMPI_MCA_plm_rsh_args", "value": mpi.ssh_args(self.ssh_mount(job))},
+                {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+                {"name": "OMPI_MCA_orte_default_hostfile", "value": mpi.HOSTFILE}]
+
+    # -- objects -------------------------------------------------------------------------
+    def objects(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                pods: Sequence[core.ObservedPod]) -> list[tuple[r.Resource, Body]]:
+        meta = job["metadata"]
+        base = {"namespace": meta["namespace"], "ownerReferences": [owner(job)]}
+        slots = mpi.slots_from(job["spec"]["worker"].get("extraMPIArgs") or [])
+        selector = {self.job_label: label_value(meta["name"]), self.type_label: WORKER}
+        return [
+            (r.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": derived_name(meta["name"], "config"), **base},
+                            "data": {"hostfile": mpi.hostfile(self.hosts(job), slots)}}),
+            (r.SERVICES, {"apiVersion": "v1", "kind": "Service",
+                          "metadata": {"name": self.service_name(job), **base},
+                          "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                                   "selector": selector,
+                                   "ports": [{"name": "ssh",
+                                              "port": mpi.ssh_port(self.ssh_mount(job))}]}}),
+        ]
+
+    # -- pods ----------------------------------------------------------------------------
+    def pod_spec(self, job: Mapping[str, Any], rtype: core.ReplicaType, variant: str) -> Body:
+        mount = self.ssh_mount(job)
+        mode = self.mode_spec(job, rtype.name, variant)
+        if rtype.name == WORKER:
+            sshd = (job["spec"].get("ssh") or {}).get("sshdPath") or DEFAULT_SSHD
+            default = mpi.sshd_command(sshd, mount) if variant != "debug" else [
+                "/usr/bin/sshd", "-D"]
+        else:
+            default = self.launch_command(job) if variant != "debug" else ["sleep", "inf"]
+        spec = core.apply_mode(rtype.template, self.container,
+                               command=mode.get("command") or default,
+                               args=mode.get("args") or [],
+                               skip_init=bool(mode.get("skipInitContainer")))
+        spec = copy.deepcopy(spec)
+        volume, volume_mount = mpi.ssh_volume(self.ssh_key_secret(job), mount)
+        spec["volumes"] = [*(spec.get("volumes") or []), volume]
+        containers = spec.get("containers") or []
+        main = next((c for c in containers if c.get("name") == self.container), None)
+        if main is not None:
+            main["volumeMounts"] = [*(main.get("volumeMounts") or []), volume_mount]
+            if not main["args"]:
+                main.pop("args")
+        if rtype.name == LAUNCHER and main is not None:
+            main["name"] = "mpi-launcher"
+            main.pop("resources", None)  # the launcher only starts mpirun (hub counts none)
+            main.pop("ports", None)
+            main["env"] = [*(main.get("env") or []), *self.launcher_env(job)]
+            main["volumeMounts"].append({"name": "mpi-job-config",
+                                         "mountPath": mpi.CONFIG_MOUNT})
+            spec["containers"] = [main]
+            spec["volumes"].append({"name": "mpi-job-config", "configMap": {
+                "name": derived_name(job["metadata"]["name"], "config"),
+                "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]}})
+        else:
+            spec["subdomain"] = self.service_name(job)
+        return spec
+
+
+T9K_MPI = T9kMPIKind()
