@@ -66,8 +66,12 @@ def test_the_seed_tree_is_accepted_with_a_warning_about_root_min(fleet: LocalFle
         r.Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                    namespaced=False), "fleet.sh"), what="the hub's webhook configuration")
     doc = documents("elasticquotatree.yaml")[0]
-    dry_run(hub, doc)
-    assert any("spec.root.min differs from spec.root.max" in w for w in hub.warnings), hub.warnings
+
+    def warned() -> bool:  # the webhook may be configured a moment before it serves
+        dry_run(hub, doc)
+        return any("spec.root.min differs from spec.root.max" in w for w in hub.warnings)
+
+    eventually(warned, what="the root-min warning from the webhook")
 
 
 def test_pod_templates_round_trip_intact(fleet: LocalFleet) -> None:
