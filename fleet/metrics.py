@@ -16,6 +16,8 @@ CLUSTER_READY = Gauge("fleet_cluster_ready", "1 while a member's agent heartbeat
 CLUSTER_FREE_GPUS = Gauge("fleet_cluster_free_gpus", "Free GPUs a member reports", ["cluster"])
 HEARTBEAT_AGE = Gauge("fleet_agent_heartbeat_age_seconds",
                       "Seconds since the agent's last successful heartbeat", ["cluster"])
+AGENT_LEADING = Gauge("fleet_agent_leading", "1 while this agent holds its member's lease",
+                      ["cluster"])
 WORKS_APPLIED = Counter("fleet_agent_works_applied_total", "Works applied to the member",
                         ["cluster"])
 

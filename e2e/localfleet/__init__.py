@@ -123,8 +123,9 @@ class LocalFleet:
                     {"KUBECONFIG": str(self.kubeconfig(HUB)),
                      "FLEET_WEBHOOK_PORT": str(free_ports(1)[0])})
 
-    def start_agent(self, name: str) -> None:
-        self._spawn(f"agent-{name}",
+    def start_agent(self, name: str, instance: str = "") -> None:
+        """Start ``name``'s agent; a second ``instance`` stands by for the member's lease."""
+        self._spawn(f"agent-{name}" + (f"-{instance}" if instance else ""),
                     [sys.executable, "-m", "member_agent", "--cluster", name, *self.agent_args],
                     {"KUBECONFIG": str(self.kubeconfig(name)),
                      "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name))})
@@ -139,13 +140,15 @@ class LocalFleet:
     def pid(self, process: str) -> int:
         return int(self._load()["processes"][process])
 
-    def kill_component(self, cluster: str, component: str = "kube-apiserver") -> None:
-        """Kill one control-plane process of ``cluster`` (a member's API server, say)."""
+    def kill_component(self, cluster: str, component: str = "kube-apiserver",
+                       sig: int = signal.SIGKILL) -> None:
+        """Signal one control-plane process of ``cluster``: kill a member's API server, or
+        freeze (SIGSTOP) and thaw (SIGCONT) the hub's to cut everyone off from it."""
         state = self._load()
         kwok = Kwokctl(Binaries(Path(state["binaries"])), self.workdir)
         pid = int(kwok.pid_file(cluster, component).read_text().strip())
-        os.kill(pid, signal.SIGKILL)
-        self.say(f"{cluster}: killed {component} (pid {pid})")
+        os.kill(pid, sig)
+        self.say(f"{cluster}: sent {signal.Signals(sig).name} to {component} (pid {pid})")
 
     def down(self) -> None:
         state = self._load()

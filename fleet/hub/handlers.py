@@ -18,11 +18,11 @@ import kopf
 from fleet import metrics
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.clients.leases import LeaderElector
 from fleet.hub import admission, certs
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
-from fleet.hub.leader import LeaderElector
 from fleet.hub.scheduler import Scheduler, Settings
 from propagation.views import FitMode
 

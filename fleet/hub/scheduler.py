@@ -22,11 +22,11 @@ from typing import Any
 
 from fleet import metrics
 from fleet.api.policy import PropagationPolicySpec
+from fleet.clients.leases import LeaderElector
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import EVICTING, Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
-from fleet.hub.leader import LeaderElector
 from fleet.hub.views import cluster_view, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter

@@ -21,6 +21,7 @@ from member_agent.controllers.runtime import (
     key_of,
 )
 from member_agent.controllers.tensorboard import FOR_LABEL
+from member_agent.election import AgentElection
 from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
 from member_agent.state import MemberState
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 STATE = MemberState()
 QUEUE = WorkQueue()
 CONTROLLERS: list[JobController] = []
+ELECTIONS: list[AgentElection] = []
 _STOP = threading.Event()
 WORKERS = 2
 
@@ -85,6 +87,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
         STATE.put_node(node, False)
     for pod in pods:
         STATE.put_pod(pod, False)
+        STATE.stores.put_pod(pod, False)
     STATE.synced.set()
     controller = JobController(member, STATE.stores, QUEUE)
     CONTROLLERS.append(controller)
@@ -94,11 +97,25 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
     threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
                 ("heartbeat", reporter.run)]
-    for name, target in threads:
-        threading.Thread(target=target, args=(_STOP,), name=name, daemon=True).start()
-    log.info("agent for %s started", cluster)
+
+    def lead() -> None:
+        for name, target in threads:
+            threading.Thread(target=target, args=(_STOP,), name=name, daemon=True).start()
+
+    def abdicate() -> None:
+        _STOP.set()
+        os._exit(3)  # a fresh process comes back as a standby with clean state
+
+    lease = int(os.environ.get("FLEET_AGENT_LEASE_SECONDS", "6"))
+    election = AgentElection(member, cluster, lease_seconds=lease)
+    ELECTIONS.append(election)
+    threading.Thread(target=election.run, args=(_STOP, lead, abdicate), name="election",
+                     daemon=True).start()
+    log.info("agent for %s started; waiting for the member's agent lease", cluster)
 
 
 @kopf.on.cleanup()
 def stop(**_: Any) -> None:
     _STOP.set()
+    for election in ELECTIONS:
+        election.elector.release()

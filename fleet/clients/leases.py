@@ -1,4 +1,4 @@
-"""Leader election over a Lease, so that of several hub replicas exactly one decides.
+"""Leader election over a Lease, so that of several replicas (hub or agent) exactly one acts.
 
 A replica leads while it holds the Lease and renews it within ``lease_seconds``. Every write to
 the Lease is a replace guarded by its resourceVersion, so two replicas racing for an expired
@@ -70,6 +70,21 @@ class LeaderElector:
         except errors.ApiError as exc:
             log.warning("lease %s/%s not renewed: %s", self.namespace, self.name, exc)
             return self._set(False)
+
+    def release(self) -> None:
+        """Give the lease up at once (a clean shutdown), so a standby need not wait for it to
+        expire."""
+        if not self.leading:
+            return
+        try:
+            lease = self.kube.get(r.LEASES, self.name, self.namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["holderIdentity"] = ""
+                lease["spec"]["leaseDurationSeconds"] = 1
+                self.kube.replace(r.LEASES, lease)
+        except errors.ApiError as exc:
+            log.warning("lease %s/%s not released: %s", self.namespace, self.name, exc)
+        self._set(False)
 
     def _set(self, leading: bool) -> bool:
         if leading != self.leading:
