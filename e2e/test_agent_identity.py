@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from e2e.localfleet import LocalFleet
@@ -35,3 +37,27 @@ def test_agent_writes_its_own_membercluster_status_only(fleet: LocalFleet) -> No
         agent.patch(r.MEMBERCLUSTERS, "member1", {"spec": {"taints": []}})
     with pytest.raises(errors.Forbidden):
         agent.list(r.MEMBERCLUSTERS)
+
+
+def test_agent_cannot_touch_another_members_works_secrets_or_cluster(fleet: LocalFleet) -> None:
+    agent = Kube(str(fleet.agent_kubeconfig("member1")))
+    other = "fleet-member-member2"
+    denied: list[Callable[[], object]] = [
+        lambda: agent.patch(r.WORKS, "any", {"metadata": {"labels": {"x": "y"}}}, other),
+        lambda: agent.create(r.WORKS, {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+                                       "metadata": {"name": "forged", "namespace": other},
+                                       "spec": {}}),
+        lambda: agent.get(r.SECRETS, "any", other),
+        lambda: agent.list(r.SECRETS, other),
+        lambda: agent.get(r.MEMBERCLUSTERS, "member2"),
+        lambda: agent.patch(r.LEASES, "fleet-agent", {"spec": {"holderIdentity": "me"}}, other),
+        lambda: agent.list(r.PYTORCHJOBS),
+        lambda: agent.list(r.TENSORFLOWTRAININGJOBS, "fleet-member-member1"),
+        lambda: agent.create(r.PYTORCHJOBS, {"apiVersion": "kubeflow.org/v1",
+                                             "kind": "PyTorchJob",
+                                             "metadata": {"name": "x", "namespace": "default"},
+                                             "spec": {}}),
+    ]
+    for attempt in denied:
+        with pytest.raises(errors.Forbidden):
+            attempt()

@@ -2,8 +2,8 @@
 
     kubectl fleet get pytorchjob -M [-n NS] [NAME]   NAME, CLUSTER, STATE, AGE, ADOPTION
     kubectl fleet get pod -M [-n NS]                  NAME, CLUSTER, READY, STATUS, RESTARTS, AGE
-    kubectl fleet join NAME --member-kubeconfig F [--agent-kubeconfig-out F]
-    kubectl fleet unjoin NAME
+    kubectl fleet join NAME --member-kubeconfig F     registers the member, installs its agent
+    kubectl fleet unjoin NAME [--member-kubeconfig F] removes both
 
 Rows come from what the agents report in their Works, so they show each member's truth even
 when the member itself is out of reach. Installed as ``kubectl-fleet``, kubectl finds it as a
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fleet import onboarding
+from fleet import deploy, onboarding
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -110,9 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     join = sub.add_parser("join", help="register a member cluster")
     join.add_argument("name")
     join.add_argument("--member-kubeconfig", required=True)
-    join.add_argument("--agent-kubeconfig-out", default=None)
+    join.add_argument("--agent-kubeconfig-out", default=None,
+                      help="also write the agent's hub kubeconfig to this file")
+    join.add_argument("--agent-image", default=deploy.IMAGE)
+    join.add_argument("--agent-node-selector", default="",
+                      help="key=value[,key=value]: nodes the agent DaemonSet runs on")
+    join.add_argument("--no-agent", action="store_true",
+                      help="register only; run the agent yourself")
     unjoin = sub.add_parser("unjoin", help="remove a member cluster")
     unjoin.add_argument("name")
+    unjoin.add_argument("--member-kubeconfig", default=None,
+                        help="also remove the agent from the member")
     args = parser.parse_args(argv)
     if not args.kubeconfig:
         parser.error("set --kubeconfig or KUBECONFIG to the hub's kubeconfig")
@@ -130,13 +138,22 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows))
         return 0
     if args.command == "join":
-        text = onboarding.join(hub, Kube(args.member_kubeconfig), args.name,
-                               hub_kubeconfig=Path(args.kubeconfig))
-        out = Path(args.agent_kubeconfig_out or f"{args.name}.agent-hub.kubeconfig")
-        out.write_text(text)
-        out.chmod(0o600)
-        print(f"member {args.name} joined; its agent's hub kubeconfig is in {out}")
+        member = Kube(args.member_kubeconfig)
+        text = onboarding.join(hub, member, args.name, hub_kubeconfig=Path(args.kubeconfig))
+        if args.agent_kubeconfig_out:
+            out = Path(args.agent_kubeconfig_out)
+            out.write_text(text)
+            out.chmod(0o600)
+        if not args.no_agent:
+            selector = dict(kv.split("=", 1) for kv in args.agent_node_selector.split(",") if kv)
+            onboarding.install_agent(member, args.name, text, image=args.agent_image,
+                                     node_selector=selector or None)
+        print(f"member {args.name} joined" + ("" if args.no_agent else
+                                              f"; agent DaemonSet {deploy.NAMESPACE}/fleet-agent "
+                                              "installed on it"))
         return 0
+    if args.member_kubeconfig:
+        onboarding.uninstall_agent(Kube(args.member_kubeconfig))
     onboarding.unjoin(hub, args.name)
     print(f"member {args.name} removed")
     return 0

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fleet import deploy
 from fleet.api.cluster import member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
@@ -133,6 +134,25 @@ def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
         "spec": {"expirationSeconds": AGENT_TOKEN_SECONDS},
     }, namespace=ns, name=AGENT_SA, subresource="token")["status"]["token"]
     return agent_kubeconfig(hub_kubeconfig, cluster, token)
+
+
+def install_agent(member: Kube, cluster: str, hub_kubeconfig_text: str, *,
+                  image: str = deploy.IMAGE, node_selector: dict[str, str] | None = None
+                  ) -> None:
+    """Run the agent on the member: its RBAC, its hub credentials and its DaemonSet."""
+    for body in deploy.agent_manifests(image, cluster, hub_kubeconfig_text, node_selector):
+        member.apply(r.for_kind(body["apiVersion"], body["kind"]), body,
+                     field_manager=FIELD_MANAGER)
+
+
+def uninstall_agent(member: Kube) -> None:
+    """Remove what :func:`install_agent` put on the member (its CRDs and jobs stay)."""
+    for body in reversed(deploy.agent_manifests(hub_kubeconfig="")):
+        if body["kind"] == "Namespace":
+            continue  # fleet-system may hold other things (the agents' Lease goes with them)
+        meta = body["metadata"]
+        member.delete(r.for_kind(body["apiVersion"], body["kind"]), meta["name"],
+                      meta.get("namespace"))
 
 
 def unjoin(hub: Kube, cluster: str) -> None:

@@ -57,6 +57,7 @@ def filter_clusters(
     for cluster in sorted(clusters, key=lambda c: c.name):
         reason = (
             ("" if cluster.ready else (cluster.not_ready_reason or "not ready"))
+            or cluster.stale_reason
             or matches_affinity(cluster, affinity)
             or untolerated_taint(cluster, tolerations)
         )

@@ -252,7 +252,7 @@ def with_assumed(cluster: ClusterView, assumed: Sequence[Resources]) -> ClusterV
     for request in assumed:
         groups = _subtract(groups, request)
     return ClusterView(cluster.name, cluster.ready, cluster.labels, cluster.taints,
-                       tuple(groups), cluster.not_ready_reason)
+                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason)
 
 
 def _subtract(groups: list[NodeGroup], request: Resources) -> list[NodeGroup]:

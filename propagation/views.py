@@ -80,6 +80,7 @@ class ClusterView:
     taints: tuple[Taint, ...] = ()
     node_groups: tuple[NodeGroup, ...] = ()
     not_ready_reason: str = ""
+    stale_reason: str = ""  # alive, but its capacity report is too old to place work on
 
     @functools.cached_property
     def free(self) -> Resources:

@@ -29,3 +29,8 @@ def test_tool_passes(tool: str, args: list[str]) -> None:
 def test_crds_are_generated_from_the_models() -> None:
     done = run(sys.executable, "-m", "fleet.api.crds", "--check")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_deploy_manifests_are_generated() -> None:
+    done = run(sys.executable, "-m", "fleet.deploy", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr

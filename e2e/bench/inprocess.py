@@ -1,12 +1,15 @@
-"""Benchmarks of the pure decisions, in this process: division latency and quota admission."""
+"""Benchmarks of the pure parts, in this process: division latency, quota admission, and the
+size of an agent's capacity report."""
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
 
 from e2e.bench.results import Result
+from member_agent.capacity import group_nodes, node_free
 from propagation.division import divide
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
@@ -104,6 +107,49 @@ def admission_throughput(count: int = 1000) -> Result:
                   "", note=f"{admitted} admitted, {count - admitted} left waiting for quota")
 
 
+def capacity_report(count: int = 5000, seed: int = 5) -> list[Result]:
+    """An agent's report for ``count`` nodes of mixed shapes (GPU models and counts, zones)
+    with busy pods on them, against one entry per node in the same run."""
+    rng = random.Random(seed)
+    shapes = [("NVIDIA-A100-SXM4-80GB", 8, 96), ("NVIDIA-H100-80GB-HBM3", 8, 192),
+              ("NVIDIA-A10", 4, 64), ("NVIDIA-T4", 1, 32), ("", 0, 64), ("NVIDIA-L40S", 2, 48)]
+    nodes, pods = [], []
+    for i in range(count):
+        model, gpus, cpu = shapes[i % len(shapes)]
+        labels = {"topology.kubernetes.io/zone": f"zone-{i % 3}"}
+        if model:
+            labels["nvidia.com/gpu.product"] = model
+        allocatable = {"cpu": str(cpu), "memory": f"{cpu * 8}Gi", "pods": "110"}
+        if gpus:
+            allocatable["nvidia.com/gpu"] = str(gpus)
+        nodes.append({"metadata": {"name": f"node-{i:05d}", "labels": labels},
+                      "status": {"allocatable": allocatable,
+                                 "conditions": [{"type": "Ready", "status": "True"}]}})
+        for p in range(rng.randrange(4)):  # training pods and daemons of odd sizes
+            request = {"cpu": f"{rng.randrange(100, 16000)}m",
+                       "memory": f"{rng.randrange(64, 65536)}Mi"}
+            if gpus and p == 0:
+                request["nvidia.com/gpu"] = str(rng.choice([g for g in (1, 2, 4, 8) if g <= gpus]))
+            pods.append({"metadata": {"name": f"p{i}-{p}"},
+                         "spec": {"nodeName": f"node-{i:05d}", "containers": [
+                             {"name": "c", "resources": {"requests": request}}]},
+                         "status": {"phase": "Running"}})
+    started = time.perf_counter()
+    groups = group_nodes(nodes, pods)
+    elapsed = (time.perf_counter() - started) * 1000
+    report = json.dumps([{"count": g.count, "allocatable": g.allocatable, "free": g.free,
+                          "labels": g.labels, "nodes": g.nodes} for g in groups])
+    per_node = json.dumps([{"node": name, "allocatable": a, "free": f}
+                           for name, (a, f) in node_free(nodes, pods).items()])
+    size = f"{count:,} nodes of {len(shapes)} shapes in 3 zones"
+    return [
+        Result(f"capacity report bytes, {size}", len(report), "bytes", "",
+               baseline=len(per_node), baseline_name="one entry per node",
+               note=f"{len(groups)} groups"),
+        Result(f"capacity report build time, {size}", elapsed, "ms", ""),
+    ]
+
+
 def run() -> list[Result]:
     results = []
     for clusters in (3, 10, 100):
@@ -111,4 +157,6 @@ def run() -> list[Result]:
         results += division_latency(clusters)
     print("[bench] quota admission engine", flush=True)
     results.append(admission_throughput())
+    print("[bench] capacity report at 5,000 nodes", flush=True)
+    results += capacity_report()
     return results

@@ -108,6 +108,26 @@ class LocalFleet:
             self.kubeconfig(name).write_text(kwok.kubeconfig(name))
             self.say(f"{name}: API server ready ({time.monotonic() - t0:.1f}s)")
 
+    def binaries(self) -> Binaries:
+        return Binaries(Path(self._load()["binaries"]))
+
+    def add_cluster(self, name: str, shapes: list[NodeShape]) -> None:
+        """Start one more member control plane with its nodes, not joined (join it with
+        ``kubectl fleet join``)."""
+        kwok = Kwokctl(self.binaries(), self.workdir)
+        process = kwok.start_create(name, member=True,
+                                    log=self.workdir / "logs" / f"kwokctl-{name}.log",
+                                    ports=free_ports(len(PORT_OPTIONS)))
+        if process.wait(timeout=360) != 0:
+            raise RuntimeError(f"creating cluster {name} failed")
+        self.kubeconfig(name).write_text(kwok.kubeconfig(name))
+        self.members[name] = shapes
+        self._save(clusters=self.clusters)
+        member = self.client(name)
+        for node in node_manifests(name, shapes):
+            member.apply(r.NODES, node, field_manager="fleet-localfleet")
+        self.say(f"{name}: control plane and {sum(s.count for s in shapes)} nodes up")
+
     def join(self, name: str, shapes: list[NodeShape]) -> None:
         hub, member = self.client(HUB), self.client(name)
         for node in node_manifests(name, shapes):

@@ -14,12 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from fleet.api.base import Condition, KubeModel, ObjectMeta
 from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
 from fleet.api.policy import TaintEffect
 
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"
+AGENT_HEARTBEAT = "fleet.sh/agent-heartbeat"  # label of the Lease each agent renews
+HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
 
 
 def member_namespace(cluster: str) -> str:
@@ -57,10 +60,21 @@ class ClusterCapacity(KubeModel):
     node_groups: list[NodeGroup] = Field(default_factory=list)
     allocatable: dict[str, int] = Field(default_factory=dict)
     free: dict[str, int] = Field(default_factory=dict)
+    reserved: dict[str, int] = Field(
+        default_factory=dict, description="Held for Works whose pods are not bound yet.")
+    reserved_for: list[str] = Field(
+        default_factory=list, description="The Works holding nodes (counted as not free).")
 
 
+CONDITIONS_BY_TYPE: JsonDict = {"x-kubernetes-list-type": "map",
+                                "x-kubernetes-list-map-keys": ["type"]}
+
+
+# The agent writes Ready, heartbeat and capacity; the hub writes CapacityStale. Both apply
+# server-side, each owning its own conditions (a list keyed by type).
 class MemberClusterStatus(KubeModel):
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list,
+                                        json_schema_extra=CONDITIONS_BY_TYPE)
     last_heartbeat_time: str | None = None
     kubernetes_version: str | None = None
     capacity: ClusterCapacity | None = None

@@ -134,6 +134,7 @@ ALL: tuple[CRD, ...] = (
     CRD(cluster.MemberCluster, FLEET, "v1alpha1", "MemberCluster", "memberclusters",
         scope="Cluster", short_names=("mc",), columns=(
             Column("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+            Column("Capacity-Stale", '.status.conditions[?(@.type=="CapacityStale")].status'),
             Column("Free-GPUs", ".status.freeGpus", "integer"),
             Column("Nodes", ".status.readyNodes", "integer"),
             Column("Heartbeat", ".status.lastHeartbeatTime", "date"),

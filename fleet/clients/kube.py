@@ -152,11 +152,14 @@ class Kube:
 
     @_retrying
     def apply(self, resource: Resource, body: Mapping[str, object], *, field_manager: str,
-              subresource: str | None = None, force: bool = True) -> Body:
-        """Server-side apply ``body`` (which names itself) as ``field_manager``."""
+              subresource: str | None = None, force: bool = True,
+              dry_run: bool = False) -> Body:
+        """Server-side apply ``body`` (which names itself) as ``field_manager``; with
+        ``dry_run`` the server validates and admits it but stores nothing."""
         meta = cast(Mapping[str, str], body["metadata"])
         path = resource.path(meta.get("namespace"), meta["name"], subresource)
-        query = {"fieldManager": field_manager, "force": "true" if force else None}
+        query = {"fieldManager": field_manager, "force": "true" if force else None,
+                 "dryRun": "All" if dry_run else None}
         return cast(Body, self._call("PATCH", path, body=body, query=query, content_type=APPLY))
 
     @_retrying

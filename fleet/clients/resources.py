@@ -40,6 +40,7 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim"
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", kind="ServiceAccount")
 EVENTS = Resource("", "v1", "events", kind="Event")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", kind="DaemonSet")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", kind="Lease")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
@@ -77,7 +78,7 @@ JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, T9K_MPIJOBS, TENSORFLOWTRAIN
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,
-    DEPLOYMENTS,
+    DEPLOYMENTS, DAEMONSETS,
     ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS, CRDS, PRIORITYCLASSES, MEMBERCLUSTERS,
     WORKS, PROPAGATIONPOLICIES, CLUSTERPROPAGATIONPOLICIES, ELASTICQUOTATREES, QUEUES, *JOB_KINDS,
 )}

@@ -13,15 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.api.cluster import HEARTBEAT_LEASE, member_namespace
+
 Body = dict[str, Any]
 EVICTING = "fleet.sh/evict-after"
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
-JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES = (
-    "jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees", "queues",
-    "priorityclasses")
+(JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES,
+ HEARTBEATS) = ("jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees",
+               "queues", "priorityclasses", "heartbeats")
 STORES = (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES,
-          PRIORITY_CLASSES)
+          PRIORITY_CLASSES, HEARTBEATS)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class Snapshot:
     quota_trees: Mapping[Key, Body]
     queues: Mapping[Key, Body]
     priority_classes: Mapping[Key, Body]
+    heartbeats: Mapping[Key, Body]  # the agents' Leases, one per member namespace
+
+    def heartbeat_lease(self, cluster: str) -> Body | None:
+        return self.heartbeats.get(("coordination.k8s.io/v1/Lease", member_namespace(cluster),
+                                    HEARTBEAT_LEASE))
 
     @functools.cached_property
     def _works_by_job(self) -> dict[tuple[str, bool], list[Body]]:

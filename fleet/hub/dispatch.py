@@ -148,6 +148,17 @@ class Dispatcher:
         except (errors.NotFound, errors.Conflict):
             return None
 
+    def set_cluster_condition(self, cluster: str, condition: Body) -> None:
+        """Apply one condition the hub owns to a MemberCluster's status (the agent owns the
+        others; conditions are a list keyed by type, so neither overwrites the other)."""
+        try:
+            self.kube.apply(r.MEMBERCLUSTERS, {
+                "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+                "metadata": {"name": cluster}, "status": {"conditions": [condition]}},
+                field_manager=COMPONENT, subresource="status")
+        except errors.ApiError as exc:
+            log.warning("condition %s of %s not written: %s", condition["type"], cluster, exc)
+
     def delete_job(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
         meta = job["metadata"]
         try:

@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from fleet import metrics
+from fleet.api.cluster import AGENT_HEARTBEAT
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
@@ -55,6 +56,14 @@ _watch(r.WORKS, stores.WORKS)
 _watch(r.ELASTICQUOTATREES, stores.QUOTA_TREES)
 _watch(r.QUEUES, stores.QUEUES)
 _watch(r.PRIORITYCLASSES, stores.PRIORITY_CLASSES)
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={AGENT_HEARTBEAT: kopf.PRESENT})
+async def watch_agent_heartbeats(*, type: str, body: kopf.Body, **_: Any) -> None:
+    _record(stores.HEARTBEATS, type, body)
+
+
+
 admission.register(CACHE)
 
 
@@ -72,7 +81,9 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
         dispatcher=Dispatcher(kube),
         elector=LeaderElector(kube, "fleet-system", "fleet-hub"),
         settings=Settings(fit_mode=fit,
-                          heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15"))),
+                          heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15")),
+                          capacity_stale_after=float(
+                              os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90"))),
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
     log.info("hub scheduler started (fit mode %s)", fit.value)

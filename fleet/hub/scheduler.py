@@ -27,7 +27,14 @@ from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import EVICTING, Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
-from fleet.hub.views import cluster_view, job_identity, parse_time, placement_rules, policy_ref
+from fleet.hub.views import (
+    cluster_view,
+    heartbeat_of,
+    job_identity,
+    parse_time,
+    placement_rules,
+    policy_ref,
+)
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
 from propagation.binding import binding_message
@@ -47,6 +54,7 @@ log = logging.getLogger(__name__)
 class Settings:
     fit_mode: FitMode = FitMode.NODE_AWARE
     heartbeat_timeout: float = 15.0  # a member is lost when its agent is silent this long
+    capacity_stale_after: float = 90.0  # no new work on a member whose report is this old
     resync_seconds: float = 2.0  # a pass runs at least this often (heartbeats age, leases)
     lease_namespace: str = "fleet-system"
     starvation_bound: int = 5
@@ -112,8 +120,11 @@ class Scheduler:
         snap = self.cache.snapshot()
         self._snap = snap
         now = datetime.now(UTC)
-        clusters = [cluster_view(b, now, self.settings.heartbeat_timeout)
+        clusters = [cluster_view(b, now, self.settings.heartbeat_timeout,
+                                 snap.heartbeat_lease(b["metadata"]["name"]),
+                                 self.settings.capacity_stale_after)
                     for b in snap.clusters.values()]
+        self._show_staleness(snap, clusters)
         for view in clusters:
             metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
             metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
@@ -140,6 +151,21 @@ class Scheduler:
             if why is not None:
                 self._show_waiting(job, why)
         metrics.PENDING_JOBS.set(len(waiting))
+
+    def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
+        """Keep each MemberCluster's CapacityStale condition (the hub's own) current."""
+        bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
+        for view in views:
+            conditions = ((bodies.get(view.name) or {}).get("status") or {}).get("conditions") \
+                or []
+            current = next((c for c in conditions if c.get("type") == "CapacityStale"), None)
+            wanted = "True" if view.stale_reason else "False"
+            if current is None or current.get("status") != wanted:
+                self.dispatcher.set_cluster_condition(view.name, {
+                    "type": "CapacityStale", "status": wanted,
+                    "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
+                    "message": view.stale_reason or "capacity report is current",
+                    "lastTransitionTime": now_text()})
 
     def _reconcile_bound(self, job: Body, snap: Snapshot) -> bool:
         """Everything but deciding; True when the job is unbound and waits for a decision."""
@@ -604,7 +630,7 @@ def lost_since(snap: Snapshot) -> dict[str, datetime]:
         since = None
         if ready is not None and ready.get("status") != "True":
             since = parse_time(ready.get("lastTransitionTime"))
-        since = since or parse_time(status.get("lastHeartbeatTime"))
+        since = since or heartbeat_of(body, snap.heartbeat_lease(body["metadata"]["name"]))
         if since is not None:
             out[body["metadata"]["name"]] = since
     return out
@@ -627,9 +653,11 @@ def share_requests(work: Mapping[str, Any]) -> list[Resources]:
 def assumed_requests(snap: Snapshot) -> dict[str, list[Resources]]:
     """Requests of Works whose pods the member's last capacity report does not yet count."""
     observed: dict[str, datetime | None] = {}
+    held: set[tuple[str, str]] = set()  # (cluster, Work) the member's report holds nodes for
     for body in snap.clusters.values():
         capacity = (body.get("status") or {}).get("capacity") or {}
         observed[body["metadata"]["name"]] = parse_time(capacity.get("observedTime"))
+        held |= {(body["metadata"]["name"], w) for w in capacity.get("reservedFor") or []}
     out: dict[str, list[Resources]] = {}
     for work in snap.works.values():
         status = work.get("status") or {}
@@ -637,6 +665,8 @@ def assumed_requests(snap: Snapshot) -> dict[str, list[Resources]]:
                 "deletionTimestamp"):
             continue
         cluster = work["spec"]["placement"]["cluster"]
+        if (cluster, work["metadata"]["name"]) in held:
+            continue  # reported as reserved: already not free in the member's report
         bound, seen = parse_time(status.get("boundTime")), observed.get(cluster)
         if bound is not None and seen is not None and seen >= bound:
             continue

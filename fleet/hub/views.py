@@ -40,11 +40,24 @@ def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def cluster_view(body: Body, now: datetime, heartbeat_timeout: float) -> ClusterView:
+def heartbeat_of(body: Body, lease: Body | None) -> datetime | None:
+    """The agent's last sign of life: its Lease's renewal, or its last status report."""
+    times = [parse_time((body.get("status") or {}).get("lastHeartbeatTime")),
+             parse_time(((lease or {}).get("spec") or {}).get("renewTime"))]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
+                 lease: Body | None = None, capacity_stale_after: float = 90.0) -> ClusterView:
     cluster = MemberCluster.model_validate(body)
     status = cluster.status
-    ready, reason = True, ""
-    heartbeat = parse_time(status.last_heartbeat_time if status else None)
+    ready, reason, stale = True, "", ""
+    heartbeat = heartbeat_of(body, lease)
+    observed = parse_time(status.capacity.observed_time
+                          if status and status.capacity else None)
+    if observed is not None and (now - observed).total_seconds() > capacity_stale_after:
+        stale = f"capacity report {(now - observed).total_seconds():.0f}s old"
     if heartbeat is None:
         ready, reason = False, "no heartbeat from its agent yet"
     elif (age := (now - heartbeat).total_seconds()) > heartbeat_timeout:
@@ -62,6 +75,7 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float) -> Cluster
         taints=tuple(Taint(t.key, t.value or "", t.effect.value) for t in cluster.spec.taints),
         node_groups=groups,
         not_ready_reason=reason,
+        stale_reason=stale,
     )
 
 

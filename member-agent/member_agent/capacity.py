@@ -3,7 +3,10 @@
 A node's free amount is its allocatable minus the requests of every pod bound to it that has
 not terminated, fleet's or not. Unschedulable nodes and nodes with a NoSchedule/NoExecute
 taint are left out. Nodes with the same free and allocatable amounts and the same GPU labels
-form one group with a count, so a report stays small however many nodes a member has.
+form one group with a count, so a report stays small however many nodes a member has. Free
+cpu and memory are rounded down (to a core, to a GiB) before grouping: otherwise every busy
+node's odd remainder makes a group of its own, and rounding down never promises the hub more
+than there is.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fleet.kinds.base import pod_request
 GROUP_LABELS = ("nvidia.com/gpu.product", "topology.kubernetes.io/zone")
 TERMINATED = ("Succeeded", "Failed")
 REPORTED = ("cpu", "memory", "nvidia.com/gpu", "pods")
+QUANTUM = {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30}  # canonical units
 
 
 @dataclass(frozen=True)
@@ -39,16 +43,19 @@ def _schedulable(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def node_free(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+def node_free(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+              reserved: Mapping[str, Mapping[str, int]] | None = None
               ) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
-    """node name -> (allocatable, free) for every schedulable node, in canonical units."""
-    used: dict[str, dict[str, int]] = {}
+    """node name -> (allocatable, free) for every schedulable node, in canonical units;
+    ``reserved`` amounts (held for Works whose pods are not bound yet) count as used."""
+    used: dict[str, dict[str, int]] = {
+        node: dict(amounts) for node, amounts in (reserved or {}).items()}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in TERMINATED:
             continue
-        bucket = used.setdefault(node, {"pods": 0})
-        bucket["pods"] += 1
+        bucket = used.setdefault(node, {})
+        bucket["pods"] = bucket.get("pods", 0) + 1
         for name, amount in pod_request(pod).items():
             bucket[name] = bucket.get(name, 0) + amount
     out: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
@@ -64,15 +71,37 @@ def node_free(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
     return out
 
 
+def _round_down(amount: int, quantum: int) -> int:
+    return max(0, amount) // quantum * quantum
+
+
 def group_nodes(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
-                *, name_limit: int = 64) -> list[Group]:
+                *, name_limit: int = 64, max_groups: int = 256,
+                reserved: Mapping[str, Mapping[str, int]] | None = None) -> list[Group]:
+    """Nodes grouped by shape. Past ``max_groups`` the cpu and memory quanta double until the
+    groups fit: a busy 5,000-node member still reports a few hundred groups, each a little
+    less free than it may be, never more. Device counts (GPUs) are always exact."""
     labels_of = {
         n["metadata"]["name"]: {k: v for k, v in (n["metadata"].get("labels") or {}).items()
                                 if k in GROUP_LABELS}
         for n in nodes
     }
+    free_by_node = sorted(node_free(nodes, pods, reserved).items())
+    scale = 1
+    while True:
+        groups = _group(free_by_node, labels_of, scale, name_limit)
+        if len(groups) <= max_groups or scale >= 1024:
+            return sorted(groups.values(), key=lambda g: (-g.count, sorted(g.free.items())))
+        scale *= 2
+
+
+def _group(free_by_node: Sequence[tuple[str, tuple[dict[str, int], dict[str, int]]]],
+           labels_of: Mapping[str, dict[str, str]], scale: int, name_limit: int
+           ) -> dict[tuple[object, ...], Group]:
     groups: dict[tuple[object, ...], Group] = {}
-    for name, (allocatable, free) in sorted(node_free(nodes, pods).items()):
+    for name, (allocatable, exact) in free_by_node:
+        free = {k: _round_down(v, QUANTUM.get(k, 1) * (scale if k in QUANTUM else 1))
+                for k, v in exact.items()}
         labels = labels_of.get(name, {})
         key = (tuple(sorted(allocatable.items())), tuple(sorted(free.items())),
                tuple(sorted(labels.items())))
@@ -82,7 +111,7 @@ def group_nodes(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, 
         else:
             names = [*group.nodes, name] if len(group.nodes) < name_limit else group.nodes
             groups[key] = Group(group.count + 1, allocatable, free, labels, names)
-    return sorted(groups.values(), key=lambda g: (-g.count, sorted(g.free.items())))
+    return groups
 
 
 def totals(groups: Sequence[Group]) -> tuple[dict[str, int], dict[str, int]]:

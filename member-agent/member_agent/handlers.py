@@ -93,7 +93,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     CONTROLLERS.append(controller)
     sync = HubSync(hub, member, cluster, STATE)
     reporter = Reporter(hub, member, cluster, STATE,
-                        interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")))
+                        interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")),
+                        held=sync.held)
     threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
     threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
                 ("heartbeat", reporter.run)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,7 @@ from fleet.clients.kube import Kube
 from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
 from member_agent.controllers.runtime import kind_key
+from member_agent.reservations import Reservation, reservations
 from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class HubSync:
         self.unhealthy_since: dict[str, str] = {}
         self.lock = threading.Lock()
         self.namespaces: set[str] = set()
+        self.first_seen: dict[str, float] = {}  # Work name -> when this agent applied it
 
     # -- pulling ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -135,6 +138,7 @@ class HubSync:
             self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
         with self.lock:
             first = work["metadata"]["name"] not in self.works
+            self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
             self.works[work["metadata"]["name"]] = work
             if first and (work.get("status") or {}).get("boundTime"):
                 self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
@@ -166,6 +170,13 @@ class HubSync:
         with self.lock:
             self.works.pop(meta["name"], None)
             self.reported.pop(meta["name"], None)
+
+    def held(self, pods: list[Body]) -> list[Reservation]:
+        """What this member holds for its Works' unbound pods (see ``reservations``)."""
+        with self.lock:
+            works = list(self.works.values())
+            seen = dict(self.first_seen)
+        return reservations(works, pods, seen, time.monotonic())
 
     def _used_by_others(self, name: str) -> set[tuple[str, str, str]]:
         with self.lock:

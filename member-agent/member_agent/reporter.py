@@ -1,8 +1,11 @@
-"""Heartbeat and capacity: the agent's MemberCluster status on the hub.
+"""Heartbeat and capacity: the agent's Lease and MemberCluster status on the hub.
 
-Every ``interval`` seconds (and soon after a node or pod change) the agent writes its
-heartbeat, Ready condition and grouped free capacity to its own MemberCluster's status, the
-only cluster-scoped object its hub identity may touch.
+Every ``interval`` seconds the agent renews its heartbeat Lease (``fleet-agent`` in its hub
+namespace): a small write that tells the hub it is alive. Its MemberCluster status (Ready
+condition and grouped free capacity) is applied when it changes, at most every ``min_gap``
+seconds, and at least every ``refresh`` seconds so the hub can tell a fresh report from a
+stale one (``CapacityStale``). The status goes by server-side apply, so the condition the hub
+writes there stays the hub's.
 """
 
 from __future__ import annotations
@@ -10,45 +13,74 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
+from fleet.api.cluster import AGENT_HEARTBEAT, HEARTBEAT_LEASE, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from member_agent.capacity import group_nodes, totals
+from member_agent.election import identity
+from member_agent.reservations import Reservation, held_on_nodes
 from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
+Body = dict[str, Any]
 
 
 def stamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+FIELD_MANAGER = "fleet-agent"
+
+
 class Reporter:
     def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
-                 interval: float = 2.0, min_gap: float = 0.5) -> None:
+                 interval: float = 2.0, min_gap: float = 1.0, refresh: float = 30.0,
+                 held: Callable[[list[Body]], list[Reservation]] | None = None) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
-        self.interval, self.min_gap = interval, min_gap
+        self.held = held or (lambda pods: [])
+        self.interval, self.min_gap, self.refresh = interval, min_gap, refresh
         self.version = ""
         self.last_ok = time.monotonic()
         self.member_down_since: str | None = None
         self.ready_since: str | None = None
+        self.sent: dict[str, Any] | None = None  # the last status applied, times left out
+        self.sent_at = 0.0
+        self.capacity_part: dict[str, Any] | None = None
+        self.dirty = True  # nodes or pods changed since the capacity was computed
+        self.compute_seconds = 0.0
 
     def run(self, stop: threading.Event) -> None:
+        next_beat = 0.0
         while not stop.is_set():
-            started = time.monotonic()
             try:
+                if time.monotonic() >= next_beat:
+                    self.heartbeat()
+                    next_beat = time.monotonic() + self.interval
                 self.report()
                 self.last_ok = time.monotonic()
             except errors.ApiError as exc:
                 log.warning("heartbeat to the hub failed: %s", exc)
             metrics.HEARTBEAT_AGE.labels(self.cluster).set(time.monotonic() - self.last_ok)
-            self.state.changed.wait(max(0.0, self.interval - (time.monotonic() - started)))
-            self.state.changed.clear()
-            stop.wait(self.min_gap)
+            if self.state.changed.wait(max(0.05, next_beat - time.monotonic())):
+                self.dirty = True
+                self.state.changed.clear()
+            stop.wait(0.05)
+
+    def heartbeat(self) -> None:
+        now = datetime.now(UTC)
+        self.hub.apply(r.LEASES, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": HEARTBEAT_LEASE, "namespace": member_namespace(self.cluster),
+                         "labels": {AGENT_HEARTBEAT: "true", "fleet.sh/cluster": self.cluster}},
+            "spec": {"holderIdentity": identity(), "renewTime": stamp(now),
+                     "leaseDurationSeconds": max(1, int(self.interval * 5))},
+        }, field_manager=FIELD_MANAGER)
 
     def member_reachable(self) -> bool:
         try:
@@ -57,53 +89,86 @@ class Reporter:
             return False
         return True
 
-    def body(self) -> dict[str, Any]:
-        now = datetime.now(UTC)
-        if not self.member_reachable():
-            # Heartbeat on, but not Ready: the hub learns at once that the member is lost,
-            # and since when, rather than waiting for a heartbeat timeout.
-            self.member_down_since = self.member_down_since or stamp(now)
-            self.ready_since = None
-            return {"status": {
-                "lastHeartbeatTime": stamp(now),
-                "conditions": [{
-                    "type": "Ready", "status": "False", "reason": "MemberAPIUnreachable",
-                    "message": "the agent cannot reach its member's API server",
-                    "lastTransitionTime": self.member_down_since,
-                }],
-            }}
-        self.member_down_since = None
-        self.ready_since = self.ready_since or stamp(now)
+    def capacity(self) -> dict[str, Any]:
+        """The status fields read from nodes and pods (grouped capacity and its sums)."""
         nodes, pods = self.state.snapshot()
-        groups = group_nodes(nodes, pods)
+        held = self.held(pods)
+        groups = group_nodes(nodes, pods, reserved=held_on_nodes(held))
         allocatable, free = totals(groups)
+        reserved: dict[str, int] = {}
+        for amounts in held_on_nodes(held).values():
+            for resource, amount in amounts.items():
+                reserved[resource] = reserved.get(resource, 0) + amount
         if not self.version:
             try:
                 self.version = str(self.member.raw("GET", "/version").get("gitVersion", ""))
             except errors.ApiError:
                 self.version = ""
-        return {"status": {
-            "lastHeartbeatTime": stamp(now),
+        return {
             "kubernetesVersion": self.version or None,
             "readyNodes": sum(g.count for g in groups),
             "freeGpus": free.get("nvidia.com/gpu", 0),
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "AgentHeartbeat",
-                "message": f"agent reports {sum(g.count for g in groups)} schedulable nodes",
-                "lastTransitionTime": self.ready_since,
-            }],
             "capacity": {
-                "observedTime": stamp(now),
+                "observedTime": stamp(datetime.now(UTC)),
                 "allocatable": allocatable,
                 "free": free,
+                "reserved": reserved,
+                "reservedFor": sorted(h.work for h in held),
                 "nodeGroups": [
                     {"count": g.count, "allocatable": g.allocatable, "free": g.free,
                      "labels": g.labels, "nodes": g.nodes} for g in groups
                 ],
             },
-        }}
+        }
+
+    def status(self, reachable: bool) -> dict[str, Any]:
+        now = stamp(datetime.now(UTC))
+        if not reachable:
+            # Heartbeat on, but not Ready: the hub learns at once that the member is lost,
+            # and since when, rather than waiting for a heartbeat timeout. The last capacity
+            # stays (it ages, and the hub marks it stale).
+            self.member_down_since = self.member_down_since or now
+            self.ready_since = None
+            ready = {"type": "Ready", "status": "False", "reason": "MemberAPIUnreachable",
+                     "message": "the agent cannot reach its member's API server",
+                     "lastTransitionTime": self.member_down_since}
+        else:
+            self.member_down_since = None
+            self.ready_since = self.ready_since or now
+            nodes = (self.capacity_part or {}).get("readyNodes", 0)
+            ready = {"type": "Ready", "status": "True", "reason": "AgentHeartbeat",
+                     "message": f"agent reports {nodes} schedulable nodes",
+                     "lastTransitionTime": self.ready_since}
+        return {"lastHeartbeatTime": now, **(self.capacity_part or {}), "conditions": [ready]}
 
     def report(self) -> None:
+        """Apply the status if it changed (not sooner than ``min_gap`` after the last) or
+        if the last is ``refresh`` seconds old; capacity is recomputed only when nodes or
+        pods changed, or for the refresh."""
         if not self.state.synced.is_set():
             return  # never report an empty cluster before the watches have listed it
-        self.hub.patch(r.MEMBERCLUSTERS, self.cluster, self.body(), subresource="status")
+        age = time.monotonic() - self.sent_at
+        if age < max(self.min_gap, 4 * self.compute_seconds):
+            return  # (a big member's grouping takes a while: keep it under a quarter core)
+        reachable = self.member_reachable()
+        if reachable and (self.dirty or self.capacity_part is None or age >= self.refresh):
+            self.dirty = False
+            started = time.monotonic()
+            self.capacity_part = self.capacity()
+            self.compute_seconds = time.monotonic() - started
+        status = self.status(reachable)
+        content = _timeless(status)
+        if content == self.sent and age < self.refresh:
+            return
+        self.hub.apply(r.MEMBERCLUSTERS, {"apiVersion": "fleet.sh/v1alpha1",
+                                          "kind": "MemberCluster",
+                                          "metadata": {"name": self.cluster}, "status": status},
+                       field_manager=FIELD_MANAGER, subresource="status")
+        self.sent, self.sent_at = content, time.monotonic()
+
+
+def _timeless(status: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in status.items() if k != "lastHeartbeatTime"}
+    if "capacity" in out:
+        out["capacity"] = {k: v for k, v in out["capacity"].items() if k != "observedTime"}
+    return out

@@ -1,0 +1,81 @@
+"""Reservations: nodes a Work names are held for its job until the job's pods are bound.
+
+The hub's node-aware division names the nodes each share was packed onto
+(``spec.placement.nodes``). Between the Work's arrival and its pods being bound, those nodes
+look free to anyone reading raw capacity; the agent therefore reports the share's unbound
+replicas as taken on the named nodes (and names the Works it holds for), so no other decision
+spends them. A reservation ends when every pod of the share is bound, when the Work goes, or
+after ``timeout`` seconds (a share that cannot start must not hold nodes forever).
+
+Pure: Works, pods, the time the agent first saw each Work, and the clock come in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.kinds import adapter_for
+from fleet.kinds.base import pod_request
+
+JOB_UID = "fleet.sh/job-uid"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    work: str
+    nodes: tuple[str, ...]
+    by_node: Mapping[str, Mapping[str, int]]  # node -> amounts held there
+
+
+def share_replicas(work: Mapping[str, Any]) -> list[dict[str, int]]:
+    """One request per replica of the Work's share."""
+    manifest = work["spec"]["manifests"][0]
+    adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
+    out: list[dict[str, int]] = []
+    for role in adapter.roles(manifest):
+        request = dict(pod_request(role.template).items())
+        out += [request] * role.replicas
+    return out
+
+
+def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+                 first_seen: Mapping[str, float], now: float, timeout: float = 120.0
+                 ) -> list[Reservation]:
+    bound_by_job: dict[str, int] = {}
+    for pod in pods:
+        uid = (pod["metadata"].get("labels") or {}).get(JOB_UID)
+        if uid and (pod.get("spec") or {}).get("nodeName") and \
+                (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            bound_by_job[uid] = bound_by_job.get(uid, 0) + 1
+    out = []
+    for work in works:
+        name = work["metadata"]["name"]
+        nodes = tuple(work["spec"]["placement"].get("nodes") or ())
+        if not nodes or work["metadata"].get("deletionTimestamp"):
+            continue
+        if now - first_seen.get(name, now) > timeout:
+            continue
+        replicas = share_replicas(work)
+        unbound = replicas[bound_by_job.get(work["spec"]["job"]["uid"], 0):]
+        if not unbound:
+            continue
+        held: dict[str, dict[str, int]] = {}
+        for index, request in enumerate(unbound):  # spread over the named nodes in turn
+            node = held.setdefault(nodes[index % len(nodes)], {})
+            for resource, amount in request.items():
+                node[resource] = node.get(resource, 0) + amount
+        out.append(Reservation(name, nodes, held))
+    return out
+
+
+def held_on_nodes(held: Sequence[Reservation]) -> dict[str, dict[str, int]]:
+    """node -> total amounts reserved there."""
+    total: dict[str, dict[str, int]] = {}
+    for reservation in held:
+        for node, amounts in reservation.by_node.items():
+            bucket = total.setdefault(node, {})
+            for resource, amount in amounts.items():
+                bucket[resource] = bucket.get(resource, 0) + amount
+    return total
