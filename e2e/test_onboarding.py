@@ -79,6 +79,17 @@ def test_join_a_member_with_one_command_run_a_job_and_unjoin(fleet: LocalFleet,
                         .get("capacity") or {}).get("nodeGroups"), timeout=60,
                what="member3 reporting capacity")
 
+    def conditions() -> dict[str, str] | None:
+        status = hub.get(r.MEMBERCLUSTERS, "member3").get("status") or {}
+        found = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        return found if {"Ready", "CapacityStale"} <= set(found) else None
+
+    # Ready is the agent's, CapacityStale the hub's: server-side apply keeps both.
+    assert eventually(conditions, what="Ready and CapacityStale") == {
+        "Ready": "True", "CapacityStale": "False"}
+    lease = hub.get(r.LEASES, "fleet-agent", "fleet-member-member3")
+    assert lease["metadata"]["labels"]["fleet.sh/agent-heartbeat"] == "true"
+
     namespace = "on-member3"
     hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": namespace}})
