@@ -167,3 +167,14 @@ def test_slots_and_hostfile_helpers() -> None:
     assert mpi.slots_from(["--npernode", "2", "-x", "A"]) == 2
     assert mpi.slots_from([]) == 1
     assert mpi.hostfile(["a", "b"], 2) == "a slots=2\nb slots=2\n"
+
+
+def test_t9k_split_share_runs_the_launcher_only_with_worker_zero() -> None:
+    job = example("t9k-mpijob-random-walk.yaml")
+    world = '[{"cluster":"a","replicas":{"worker":3}},{"cluster":"b","replicas":{"worker":2}}]'
+    job["metadata"]["annotations"] = {"fleet.sh/world": world,
+                                      "fleet.sh/replica-offsets": '{"worker":3}'}
+    job["spec"]["worker"]["replicas"] = 2
+    assert [t.name for t in T9K_MPI.replica_types(job)] == ["worker"]
+    job["metadata"]["annotations"]["fleet.sh/replica-offsets"] = '{"worker":0}'
+    assert [t.name for t in T9K_MPI.replica_types(job)] == ["launcher", "worker"]
