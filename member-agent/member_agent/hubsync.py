@@ -176,7 +176,8 @@ class HubSync:
         with self.lock:
             works = list(self.works.values())
             seen = dict(self.first_seen)
-        return reservations(works, pods, seen, time.monotonic())
+            bound = set(self.bound_at)
+        return reservations(works, pods, seen, time.monotonic(), bound=bound)
 
     def _used_by_others(self, name: str) -> set[tuple[str, str, str]]:
         with self.lock:

@@ -162,9 +162,21 @@ class Reporter:
             return
         self.hub.apply(r.MEMBERCLUSTERS, {"apiVersion": "fleet.sh/v1alpha1",
                                           "kind": "MemberCluster",
-                                          "metadata": {"name": self.cluster}, "status": status},
+                                          "metadata": {"name": self.cluster},
+                                          "status": _without_empty(status)},
                        field_manager=FIELD_MANAGER, subresource="status")
         self.sent, self.sent_at = content, time.monotonic()
+
+
+def _without_empty(value: Any) -> Any:
+    """Empty maps and lists left out, at any depth: server-side apply reads an empty one as
+    null, which the schema refuses, and leaving a field out is how an applier clears it."""
+    if isinstance(value, dict):
+        kept = {k: _without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in ({}, [])}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return value
 
 
 def _timeless(status: dict[str, Any]) -> dict[str, Any]:

@@ -4,15 +4,16 @@ The hub's node-aware division names the nodes each share was packed onto
 (``spec.placement.nodes``). Between the Work's arrival and its pods being bound, those nodes
 look free to anyone reading raw capacity; the agent therefore reports the share's unbound
 replicas as taken on the named nodes (and names the Works it holds for), so no other decision
-spends them. A reservation ends when every pod of the share is bound, when the Work goes, or
-after ``timeout`` seconds (a share that cannot start must not hold nodes forever).
+spends them. A reservation ends when every pod of the share has been bound once (``bound``
+names those Works; their pods then count as used, or are gone), when the Work goes, or after
+``timeout`` seconds (a share that cannot start must not hold nodes forever).
 
 Pure: Works, pods, the time the agent first saw each Work, and the clock come in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +42,8 @@ def share_replicas(work: Mapping[str, Any]) -> list[dict[str, int]]:
 
 
 def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
-                 first_seen: Mapping[str, float], now: float, timeout: float = 120.0
-                 ) -> list[Reservation]:
+                 first_seen: Mapping[str, float], now: float, timeout: float = 120.0,
+                 bound: Set[str] = frozenset()) -> list[Reservation]:
     bound_by_job: dict[str, int] = {}
     for pod in pods:
         uid = (pod["metadata"].get("labels") or {}).get(JOB_UID)
@@ -53,7 +54,7 @@ def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
     for work in works:
         name = work["metadata"]["name"]
         nodes = tuple(work["spec"]["placement"].get("nodes") or ())
-        if not nodes or work["metadata"].get("deletionTimestamp"):
+        if not nodes or work["metadata"].get("deletionTimestamp") or name in bound:
             continue
         if now - first_seen.get(name, now) > timeout:
             continue

@@ -49,6 +49,10 @@ def test_bound_pods_release_their_share_of_the_reservation() -> None:
     assert held == []
 
 
+def test_a_share_bound_once_holds_nothing_even_after_its_pods_finish() -> None:
+    assert reservations([work()], [], {"w": 0.0}, now=1.0, bound={"w"}) == []
+
+
 def test_a_reservation_times_out_and_needs_named_nodes() -> None:
     assert reservations([work()], [], {"w": 0.0}, now=121.0) == []
     assert reservations([work(nodes=())], [], {"w": 0.0}, now=1.0) == []
