@@ -142,8 +142,8 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     b1 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("b1", "team-b", run_for="1h", gpus=2,
                                                    workers=1))
     wait_state(hub, "b1", "Running", "team-b", timeout=90)
-    preempted = hub.get(r.PYTORCHJOBS, "a2", "team-a")
-    assert state(preempted) == "Queuing"
+    # a2 shows Running until its member has removed its pods, then Queuing again.
+    wait_state(hub, "a2", "Queuing", "team-a", timeout=30)
     assert events(hub, a2, "Preempted") == ["preempted to return quota to PyTorchJob/team-b/b1"]
     assert events(hub, b1, "Reclaimed") == ["preempted PyTorchJob team-a/a2 to reclaim quota"]
     assert state(hub.get(r.PYTORCHJOBS, "a1", "team-a")) == "Running"
