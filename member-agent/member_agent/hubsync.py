@@ -2,7 +2,8 @@
 
 The agent lists and watches Works in its own hub namespace (the only one it can read). A Work
 is applied with server-side apply under the field manager ``fleet-agent``, so re-applying is
-idempotent and drift on the member is put back. A Work carries the agent's finalizer: when the
+idempotent and drift on the member is put back; several Works apply at once, each Work's
+events in order (``keyed``). A Work carries the agent's finalizer: when the
 hub deletes it, the agent removes the job from the member first, honouring the purge mode.
 Status goes back as a diff: only Works whose reported status changed are written.
 """
@@ -24,6 +25,7 @@ from fleet.clients.kube import Kube
 from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
 from member_agent.controllers.runtime import kind_key
+from member_agent.keyed import LatestPerKey
 from member_agent.reservations import Reservation, reservations
 from member_agent.state import MemberState
 
@@ -51,6 +53,8 @@ class HubSync:
         self.lock = threading.Lock()
         self.namespaces: set[str] = set()
         self.first_seen: dict[str, float] = {}  # Work name -> when this agent applied it
+        self.appliers: LatestPerKey[tuple[Body, bool]] = LatestPerKey(
+            lambda item: self.handle(item[0], deleted=item[1]), workers=4, name="apply")
 
     # -- pulling ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -64,7 +68,7 @@ class HubSync:
                     version = work["metadata"].get("resourceVersion", version)
                     if kind == "BOOKMARK":
                         continue
-                    self.handle(work, deleted=kind == "DELETED")
+                    self.appliers.submit(work["metadata"]["name"], (work, kind == "DELETED"))
                     if stop.is_set():
                         return
             except errors.ApiError as exc:
@@ -82,7 +86,7 @@ class HubSync:
             for gone in set(self.works) - names:
                 self.works.pop(gone, None)
         for work in items:
-            self.handle(work, deleted=False)
+            self.appliers.submit(work["metadata"]["name"], (work, False))
         self.collect_orphans(names)
         return version
 
