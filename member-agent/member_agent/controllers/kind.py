@@ -123,8 +123,7 @@ class JobKind:
         return core.to_clean_up(pods, self.cleanup(job),
                                 stop_unfinished=failed and self.stop_unfinished_on_failure)
 
-    def gang_request(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType]
-                     ) -> tuple[str, int | None, str]:
+    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
         """(queue, priority, priority class) the job asks its member's gang scheduler for."""
         return "", None, ""
 

@@ -74,8 +74,7 @@ class KubeflowKind(JobKind):
                 return name, 0
         return "Worker", 0
 
-    def gang_request(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType]
-                     ) -> tuple[str, int | None, str]:
+    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
         policy = self.run_policy(job).get("schedulingPolicy") or {}
         return policy.get("queue") or "", None, policy.get("priorityClass") or ""
 

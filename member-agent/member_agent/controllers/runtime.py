@@ -281,7 +281,7 @@ class JobController:
         available = self.schedulers.available()
         if not available:
             return None
-        queue, priority, priority_class = kind.gang_request(job, kind.replica_types(job))
+        queue, priority, priority_class = kind.gang_request(job)
         # A T9k job that asks for the T9k scheduler gets it; otherwise the first one found.
         scheduler = Scheduler.T9K if (Scheduler.T9K in available and queue
                                       and kind.group == "batch.tensorstack.dev") else next(

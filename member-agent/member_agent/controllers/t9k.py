@@ -69,8 +69,7 @@ class T9kKind(JobKind):
         return CLEAN_UP.get(self.run_policy(job).get("cleanUpPolicy") or "None",
                             core.Cleanup.NONE)
 
-    def gang_request(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType]
-                     ) -> tuple[str, int | None, str]:
+    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
         t9k = (job["spec"].get("scheduler") or {}).get("t9kScheduler") or {}
         priority = t9k.get("priority")
         return t9k.get("queue") or "", None if priority is None else int(priority), ""
@@ -99,7 +98,7 @@ class T9kKind(JobKind):
     def pod(self, job: Mapping[str, Any], rtype: core.ReplicaType, index: int, variant: str,
             gang: Gang | None) -> Body:
         body = super().pod(job, rtype, index, variant, gang)
-        queue, priority, _ = self.gang_request(job, [rtype])
+        queue, priority, _ = self.gang_request(job)
         if queue:
             labels = body["metadata"]["labels"]
             labels[ROLE_LABEL] = rtype.label
