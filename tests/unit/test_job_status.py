@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from member_agent.controllers.core import VARIANT, ContainerState, ObservedPod
-from member_agent.controllers.gang import Gang, Scheduler
+from member_agent.controllers.gang import Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed
 from member_agent.controllers.kubeflow import PYTORCH, TF
 from member_agent.controllers.naming import replica_name
@@ -466,3 +466,11 @@ def test_long_job_names_give_valid_names_and_labels() -> None:
     assert names[1].endswith("-worker-0")
     assert all(len(v) <= 63 for p in decision.create for v in p["metadata"]["labels"].values())
     assert replica_name(job["metadata"]["name"], "Worker", 0) == names[1]
+
+
+def test_a_t9k_queue_picks_the_t9k_scheduler_when_the_member_has_it() -> None:
+    both = (Scheduler.VOLCANO, Scheduler.T9K)
+    assert choose(both, asks_t9k=True) is Scheduler.T9K
+    assert choose(both, asks_t9k=False) is Scheduler.VOLCANO
+    assert choose((Scheduler.VOLCANO,), asks_t9k=True) is Scheduler.VOLCANO
+    assert choose((Scheduler.T9K,), asks_t9k=False) is Scheduler.T9K

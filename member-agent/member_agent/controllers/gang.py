@@ -100,3 +100,11 @@ class Gang:
         else:
             meta["labels"]["scheduler.tensorstack.dev/group-name"] = self.name
             meta["labels"]["scheduler.tensorstack.dev/role"] = role
+
+
+def choose(available: tuple[Scheduler, ...], *, asks_t9k: bool) -> Scheduler:
+    """The scheduler a job's PodGroup is for: the T9k scheduler for a T9k job that names a
+    T9k queue (when the member has it), otherwise the first other one the member has."""
+    if asks_t9k and Scheduler.T9K in available:
+        return Scheduler.T9K
+    return next((s for s in available if s is not Scheduler.T9K), available[0])

@@ -25,12 +25,12 @@ from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from member_agent.controllers import core, sshkeys, tensorboard
-from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler
+from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
 from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.reconcile import decide
-from member_agent.controllers.t9k import TENSORFLOW
+from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
 from member_agent.controllers.t9k_mpi import T9K_MPI
 
 log = logging.getLogger(__name__)
@@ -282,10 +282,7 @@ class JobController:
         if not available:
             return None
         queue, priority, priority_class = kind.gang_request(job)
-        # A T9k job that asks for the T9k scheduler gets it; otherwise the first one found.
-        scheduler = Scheduler.T9K if (Scheduler.T9K in available and queue
-                                      and kind.group == "batch.tensorstack.dev") else next(
-            (s for s in available if s is not Scheduler.T9K), available[0])
+        scheduler = choose(available, asks_t9k=bool(queue) and kind.group == T9K_GROUP)
         types = kind.replica_types(job)
         meta = job["metadata"]
         return Gang(scheduler, meta["name"], meta["namespace"],

@@ -30,7 +30,7 @@ from member_agent.controllers.gang import Gang
 from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
 from member_agent.controllers.kubeflow import tf_config
 
-GROUP_LABEL = "batch.tensorstack.dev"
+T9K_GROUP = GROUP_LABEL = "batch.tensorstack.dev"
 RETRYABLE = frozenset({130, 137, 143, 138})
 QUEUE_LABEL = "scheduler.tensorstack.dev/queue"
 ROLE_LABEL = "scheduler.tensorstack.dev/role"
@@ -45,7 +45,7 @@ NORMAL = "All pods are running normally."
 class T9kKind(JobKind):
     """What T9k jobs share: run modes, scheduler, cleanUpPolicy and the T9k status."""
 
-    group = "batch.tensorstack.dev"
+    group = T9K_GROUP
     job_label = f"{GROUP_LABEL}/job-name"
     type_label = f"{GROUP_LABEL}/replica-type"
     index_label = f"{GROUP_LABEL}/replica-index"
