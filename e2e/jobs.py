@@ -107,3 +107,25 @@ def events(kube: Kube, job: Body, reason: str) -> list[Body]:
 
 def condition(status: Mapping[str, Any], kind: str) -> Body:
     return next(c for c in status.get("conditions") or [] if c["type"] == kind)
+
+
+PYTORCH_ONLY = (("kubeflow.org/v1", "PyTorchJob"),)
+
+
+def gang_namespace(hub: Kube, namespace: str, *, kinds: tuple[tuple[str, str], ...] = PYTORCH_ONLY,
+                   cluster: str | None = None, propagate_deps: bool = False) -> None:
+    """Create ``namespace`` on the hub with a PropagationPolicy that gang-places ``kinds``
+    (on ``cluster`` only, when given)."""
+    if hub.get_or_none(r.NAMESPACES, namespace) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": namespace}})
+    placement: Body = {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                             "customSchedulingType": "Gang"}}
+    if cluster:
+        placement["clusterAffinity"] = {"clusterNames": [cluster]}
+    hub.apply(r.PROPAGATIONPOLICIES, {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "gang", "namespace": namespace},
+        "spec": {"propagateDeps": propagate_deps,
+                 "resourceSelectors": [{"apiVersion": a, "kind": k} for a, k in kinds],
+                 "placement": placement}}, field_manager="test")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from e2e.conftest import eventually
-from e2e.jobs import hub_state, pods, pods_named, seed_pytorchjob
+from e2e.jobs import gang_namespace, hub_state, pods, pods_named, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -23,15 +23,7 @@ NS = "agent-ha"
 @pytest.fixture(scope="module")
 def on_member2(hub: Kube) -> str:
     """A namespace whose jobs the policy sends to member2."""
-    hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    hub.apply(r.PROPAGATIONPOLICIES, {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "member2", "namespace": NS},
-        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
-                 "placement": {"clusterAffinity": {"clusterNames": ["member2"]},
-                               "replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                     "customSchedulingType": "Gang"}}}},
-        field_manager="test")
+    gang_namespace(hub, NS, cluster="member2")
     return NS
 
 

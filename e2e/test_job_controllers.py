@@ -23,6 +23,7 @@ from e2e.jobs import (
     KUBEFLOW_JOB,
     condition,
     events,
+    gang_namespace,
     hub_job,
     hub_state,
     member,
@@ -121,19 +122,6 @@ def scenarios() -> list[Body]:
     ]
 
 
-def policy() -> Body:
-    return {"apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-            "metadata": {"name": "controllers", "namespace": NS},
-            "spec": {"propagateDeps": True,
-                     "resourceSelectors": [
-                         {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},
-                         {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"},
-                         {"apiVersion": "batch.tensorstack.dev/v1beta1",
-                          "kind": "TensorFlowTrainingJob"}],
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                         "customSchedulingType": "Gang"}}}}
-
-
 def log_volumes(fleet: LocalFleet, hub: Kube) -> None:
     """The TensorBoard's log claim on the hub (propagated with the job), and on each member
     a volume reserved for it, so the claim binds wherever the job lands."""
@@ -153,9 +141,9 @@ def log_volumes(fleet: LocalFleet, hub: Kube) -> None:
 
 @pytest.fixture(scope="module")
 def jobs(fleet: LocalFleet, hub: Kube) -> dict[str, Body]:
-    hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                              "metadata": {"name": NS}})
-    hub.apply(r.PROPAGATIONPOLICIES, policy(), field_manager="test")
+    gang_namespace(hub, NS, propagate_deps=True, kinds=(
+        ("kubeflow.org/v1", "PyTorchJob"), ("kubeflow.org/v1", "TFJob"),
+        ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob")))
     log_volumes(fleet, hub)
     created = {}
     for body in scenarios():

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.jobs import condition, hub_job, hub_state, member, pods, pods_named
+from e2e.jobs import condition, gang_namespace, hub_job, hub_state, member, pods, pods_named
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from fleet.clients import resources as r
@@ -81,16 +81,8 @@ def scenarios() -> list[Body]:
 
 @pytest.fixture(scope="module")
 def jobs(hub: Kube) -> dict[str, Body]:
-    hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    hub.apply(r.PROPAGATIONPOLICIES, {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "mpi", "namespace": NS},
-        "spec": {"resourceSelectors": [
-            {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob"},
-            {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "MPIJob"}],
-            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                "customSchedulingType": "Gang"}}}},
-        field_manager="test")
+    gang_namespace(hub, NS, kinds=(("kubeflow.org/v1", "MPIJob"),
+                                   ("batch.tensorstack.dev/v1beta1", "MPIJob")))
     return {body["metadata"]["name"]: hub.create(r.for_kind(body["apiVersion"], body["kind"]),
                                                  body)
             for body in scenarios()}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from e2e.conftest import eventually
-from e2e.jobs import hub_state, seed_pytorchjob
+from e2e.jobs import gang_namespace, hub_state, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from fleet import deploy
@@ -91,16 +91,7 @@ def test_join_a_member_with_one_command_run_a_job_and_unjoin(fleet: LocalFleet,
     assert lease["metadata"]["labels"]["fleet.sh/agent-heartbeat"] == "true"
 
     namespace = "on-member3"
-    hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                              "metadata": {"name": namespace}})
-    hub.apply(r.PROPAGATIONPOLICIES, {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "member3", "namespace": namespace},
-        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
-                 "placement": {"clusterAffinity": {"clusterNames": ["member3"]},
-                               "replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                     "customSchedulingType": "Gang"}}}},
-        field_manager="test")
+    gang_namespace(hub, namespace, cluster="member3")
     job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("on-3", namespace, run_for="3s", gpus=1))
     done = hub_state(hub, job, "Succeeded")
     assert done["status"]["clusters"] == ["member3"]

@@ -116,6 +116,7 @@ class HubSync:
             with self.lock:
                 self.works.pop(name, None)
                 self.reported.pop(name, None)
+            self.state.changed.set()  # any reservation it held ends
             return
         try:
             if work["metadata"].get("deletionTimestamp"):
@@ -229,6 +230,7 @@ class HubSync:
         name = work["metadata"]["name"]
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
+            self.state.changed.set()  # its reservation ends: the capacity report changes
         status: Body = {
             "applied": job is not None,
             "state": adapter.state(job_status) or ("Applied" if job else "Pending"),
