@@ -175,6 +175,7 @@ class HubSync:
         with self.lock:
             self.works.pop(meta["name"], None)
             self.reported.pop(meta["name"], None)
+        self.state.changed.set()
 
     def held(self, pods: list[Body]) -> list[Reservation]:
         """What this member holds for its Works' unbound pods (see ``reservations``)."""
