@@ -327,21 +327,14 @@ def test_t9k_pause_and_resume(fleet: LocalFleet, hub: Kube, jobs: dict[str, Body
     eventually(lambda: not pods(kube, job), what="paused job's pods deleted")
     hub.patch(r.TENSORFLOWTRAININGJOBS, "t9k-pause",
               {"spec": {"runMode": {"pause": {"enabled": False}}}}, NS)
-    phases = set()
-
-    def running() -> Body | None:
-        current = hub_job(hub, job)
-        phases.add((current.get("status") or {}).get("phase"))
-        return current if current["status"]["phase"] == "Running" else None
-
-    resumed = eventually(running, what="resumed job running")
+    resumed = hub_state(hub, job, "Running")
     assert condition(resumed["status"], "Paused")["status"] == "False"
+    assert condition(resumed["status"], "Paused")["reason"] == "Resumed"
     worker = pods(kube, job)["t9k-pause-worker-0"]["spec"]
     assert worker["containers"][0]["command"] == ["python", "resume.py"]
     assert "initContainers" not in worker
     chief = pods(kube, job)["t9k-pause-chief-0"]["spec"]
     assert chief["containers"][0]["command"] == ["python", "train.py"]
-    assert phases & {"Resuming", "Running"}
 
 
 def test_t9k_debug_mode_scheduler_and_tensorboard(fleet: LocalFleet, hub: Kube,

@@ -17,7 +17,6 @@ from member_agent.controllers.runtime import (
     KINDS,
     JobController,
     WorkQueue,
-    controller_of,
     key_of,
 )
 from member_agent.controllers.tensorboard import FOR_LABEL
@@ -62,8 +61,8 @@ async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={FOR_LABEL: kopf.PRESENT})
-async def on_tensorboard(*, body: kopf.Body, **_: Any) -> None:
-    key = controller_of(body)
+async def on_tensorboard(*, type: str, body: kopf.Body, **_: Any) -> None:
+    key = STATE.stores.put_board(body, type == "DELETED")
     if key is not None:
         QUEUE.add(key)
 

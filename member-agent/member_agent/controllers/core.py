@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from member_agent.controllers.naming import replica_name
-
 # Pod annotation naming the variant a pod was created as: "" for training, "debug" for a
 # job in debug mode, "resume" for a job that came back from pause (resumeSpecs apply).
 VARIANT = "fleet.sh/run-variant"
@@ -88,7 +86,6 @@ class Counts:
     running: int = 0
     succeeded: int = 0
     failed: int = 0  # failed and not going to be restarted
-    exit_code: int | None = None  # of the first replica counted failed
 
 
 @dataclass(frozen=True)
@@ -100,10 +97,6 @@ class Plan:
     exhausted: str = ""  # why no more restarts are allowed (backoff reached)
     failed_replicas: tuple[tuple[str, int, int | None], ...] = ()  # (type, index, exit code)
     succeeded_replicas: frozenset[tuple[str, int]] = frozenset()  # (type, index)
-
-
-def pod_name(job: str, role: str, index: int) -> str:
-    return replica_name(job, role, index)
 
 
 def retryable(policy: Restart, exit_code: int | None, retryable_codes: frozenset[int] | None
@@ -156,7 +149,6 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
     gone = set(delete)
     for rtype in types:
         active = running = succeeded = failed = 0
-        first_exit: int | None = None
         for index in rtype.indices():
             found = by_key.get((rtype.label, index))
             if found is None:
@@ -184,11 +176,10 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
             elif pod.phase == "Failed":
                 failed += 1
                 failed_replicas.append((rtype.name, index, pod.exit_code))
-                first_exit = pod.exit_code if first_exit is None else first_exit
             else:
                 active += 1
                 running += pod.phase == "Running"
-        counts[rtype.name] = Counts(active, running, succeeded, failed, first_exit)
+        counts[rtype.name] = Counts(active, running, succeeded, failed)
     return Plan(tuple(create), tuple(delete), tuple(restarted), counts, exhausted,
                 tuple(failed_replicas), frozenset(succeeded_replicas))
 

@@ -13,7 +13,7 @@ from typing import Any
 from fleet.clients.resources import Resource
 from member_agent.controllers import core
 from member_agent.controllers.gang import Gang
-from member_agent.controllers.naming import label_value
+from member_agent.controllers.naming import label_value, replica_name
 
 Body = dict[str, Any]
 OFFSETS = "fleet.sh/replica-offsets"
@@ -128,7 +128,7 @@ class JobKind:
         return "", None, ""
 
     def pod_name(self, job_name: str, rtype: str, index: int) -> str:
-        return core.pod_name(job_name, rtype, index)
+        return replica_name(job_name, rtype, index)
 
     # -- world (a job split across clusters) ---------------------------------------------
     def world(self, job: Mapping[str, Any]) -> dict[str, int]:

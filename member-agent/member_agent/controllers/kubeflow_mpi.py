@@ -34,16 +34,13 @@ LAUNCHER, WORKER = "Launcher", "Worker"
 DEFAULT_KUBECTL_IMAGE = "bitnami/kubectl:1.36"
 
 
-class KubeflowMPIKind(KubeflowKind):
+class KubeflowMPIKind(mpi.LauncherAfterWorkers, KubeflowKind):
+    launcher, worker = LAUNCHER, WORKER
+
     def __init__(self) -> None:
         super().__init__(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", "", "", 0, core.Restart.NEVER,
                          (LAUNCHER,), "mpijob-controller")
         self.kubectl_image = os.environ.get("FLEET_KUBECTL_IMAGE", DEFAULT_KUBECTL_IMAGE)
-
-    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
-        if rtype == LAUNCHER:
-            return derived_name(job_name, "launcher")  # one launcher, named as MPI expects
-        return core.pod_name(job_name, rtype, index)
 
     def default_restart(self, rtype: str) -> core.Restart:
         return core.Restart.ON_FAILURE if rtype == LAUNCHER else core.Restart.NEVER
@@ -72,17 +69,13 @@ class KubeflowMPIKind(KubeflowKind):
         return str(containers[0]["name"]) if containers else "mpi"
 
     def workers(self, job: Mapping[str, Any]) -> list[str]:
-        return [core.pod_name(job["metadata"]["name"], WORKER, i)
+        return [self.pod_name(job["metadata"]["name"], WORKER, i)
                 for t in self.replica_types(job) if t.name == WORKER for i in t.indices()]
 
     def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
         labels = {**super().labels(job, rtype, index), OPERATOR: self.operator}
         labels[JOB_ROLE] = rtype.lower()
         return labels
-
-    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
-                   ) -> frozenset[str]:
-        return frozenset() if workers_ready(types, pods, WORKER) else frozenset({LAUNCHER})
 
     def _running(self, types: Sequence[core.ReplicaType],
                  counts: Mapping[str, core.Counts]) -> bool:
@@ -172,14 +165,6 @@ def launcher_env(container: Mapping[str, Any]) -> list[Body]:
     if "nvidia.com/gpu" not in limits:  # a launcher without a GPU must not see the node's
         env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
     return [{"name": k, "value": v} for k, v in env]
-
-
-def workers_ready(types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod],
-                  worker: str) -> bool:
-    """Whether every worker replica has a Ready pod (a launcher may start)."""
-    wanted = sum(t.replicas for t in types if t.name == worker)
-    ready = [p for p in pods if p.role == worker.lower() and p.ready and not p.deleting]
-    return len(ready) >= wanted
 
 
 KUBEFLOW_MPI = KubeflowMPIKind()

@@ -11,6 +11,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from member_agent.controllers import core
+from member_agent.controllers.naming import derived_name, replica_name
+
 Body = dict[str, Any]
 CONFIG_MOUNT = "/etc/mpi"
 HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
@@ -20,6 +23,25 @@ KUBECTL_DIR = "/opt/kube"
 ROOT_SSH = "/root/.ssh"
 NON_ROOT_SSH_PORT = 2222
 PER_NODE_FLAGS = ("-N", "-npernode", "--npernode")
+
+
+class LauncherAfterWorkers:
+    """Both designs: one launcher named ``<job>-launcher``, created once every worker is
+    Ready (so mpirun never races worker start-up: kubeflow/mpi-operator#386, #481)."""
+
+    launcher: str
+    worker: str
+
+    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
+        if rtype == self.launcher:
+            return derived_name(job_name, "launcher")
+        return replica_name(job_name, rtype, index)
+
+    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
+                   ) -> frozenset[str]:
+        wanted = sum(t.replicas for t in types if t.name == self.worker)
+        ready = [p for p in pods if p.role == self.worker.lower() and p.ready and not p.deleting]
+        return frozenset() if len(ready) >= wanted else frozenset({self.launcher})
 
 
 def hostfile(hosts: Sequence[str], slots: int) -> str:

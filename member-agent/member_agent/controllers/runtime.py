@@ -67,6 +67,7 @@ def controller_of(pod: Mapping[str, Any]) -> JobKey | None:
 class Stores:
     jobs: dict[JobKey, Body] = field(default_factory=dict)
     pods: dict[JobKey, dict[str, Body]] = field(default_factory=dict)
+    boards: dict[JobKey, Body] = field(default_factory=dict)  # TensorBoard Deployments
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def put_job(self, key: JobKey, body: Mapping[str, Any] | None) -> None:
@@ -88,6 +89,20 @@ class Stores:
             else:
                 pods[name] = copy.deepcopy(dict(body))
         return key
+
+    def put_board(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
+        key = controller_of(body)
+        if key is not None:
+            with self.lock:
+                if deleted:
+                    self.boards.pop(key, None)
+                else:
+                    self.boards[key] = copy.deepcopy(dict(body))
+        return key
+
+    def board(self, key: JobKey) -> Body | None:
+        with self.lock:
+            return self.boards.get(key)
 
     def read(self, key: JobKey) -> tuple[Body | None, list[Body]]:
         with self.lock:
@@ -239,11 +254,9 @@ class JobController:
                                      "metadata": {"name": secret, "namespace": key[1],
                                                   "ownerReferences": [owner(job)]},
                                      "data": sshkeys.secret_data()}, job)
-        extras: dict[str, Any] = {}
         for resource, body in tensorboard.objects(job, owner(job)):
-            found = self._ensure(resource, body, job, fresh=resource is r.DEPLOYMENTS)
-            if resource is r.DEPLOYMENTS:
-                extras["tensorboard"] = found
+            self._ensure(resource, body, job)
+        extras = {"tensorboard": self.stores.board(key)}  # kept current by its watch
         observed = Observed(now=datetime.now(UTC), gang=gang, gang_admitted=admitted,
                             extras=extras)
         decision = decide(kind, job, [observe(p, kind) for p in pods], observed)

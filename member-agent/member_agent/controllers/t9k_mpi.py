@@ -27,7 +27,6 @@ from typing import Any
 from fleet.clients import resources as r
 from member_agent.controllers import core, mpi
 from member_agent.controllers.kind import OFFSETS, Body, owner
-from member_agent.controllers.kubeflow_mpi import workers_ready
 from member_agent.controllers.naming import derived_name, label_value
 from member_agent.controllers.t9k import T9kKind
 
@@ -35,7 +34,8 @@ LAUNCHER, WORKER = "launcher", "worker"
 DEFAULT_SSHD = "/usr/sbin/sshd"
 
 
-class T9kMPIKind(T9kKind):
+class T9kMPIKind(mpi.LauncherAfterWorkers, T9kKind):
+    launcher, worker = LAUNCHER, WORKER
     kind = "MPIJob"
     resource = r.T9K_MPIJOBS
     container = "mpi-worker"
@@ -51,11 +51,6 @@ class T9kMPIKind(T9kKind):
                                "template": worker.get("template") or {}}))
         return specs
 
-    def pod_name(self, job_name: str, rtype: str, index: int) -> str:
-        if rtype == LAUNCHER:
-            return derived_name(job_name, "launcher")  # one launcher, named as MPI expects
-        return core.pod_name(job_name, rtype, index)
-
     def leader(self, types: Sequence[str]) -> tuple[str, int]:
         return LAUNCHER, 0
 
@@ -67,10 +62,6 @@ class T9kMPIKind(T9kKind):
                  failed: bool) -> list[str]:
         workers = [p for p in pods if p.role == WORKER]
         return core.to_clean_up(workers, self.cleanup(job))
-
-    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
-                   ) -> frozenset[str]:
-        return frozenset() if workers_ready(types, pods, WORKER) else frozenset({LAUNCHER})
 
     # -- settings ------------------------------------------------------------------------
     def ssh_mount(self, job: Mapping[str, Any]) -> str:
@@ -87,7 +78,7 @@ class T9kMPIKind(T9kKind):
         workers = job["spec"]["worker"].get("replicas", 1)
         world = self.world(job).get(WORKER, workers)
         service = self.service_name(job)
-        return [f"{core.pod_name(meta['name'], WORKER, i)}.{service}.{meta['namespace']}.svc"
+        return [f"{self.pod_name(meta['name'], WORKER, i)}.{service}.{meta['namespace']}.svc"
                 for i in range(world)]
 
     def launch_command(self, job: Mapping[str, Any]) -> list[str]:
