@@ -143,7 +143,7 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
                                                    workers=1))
     wait_state(hub, "b1", "Running", "team-b", timeout=90)
     # a2 shows Running until its member has removed its pods, then Queuing again.
-    wait_state(hub, "a2", "Queuing", "team-a", timeout=30)
+    wait_state(hub, "a2", "Queuing", "team-a", timeout=90)
     assert events(hub, a2, "Preempted") == ["preempted to return quota to PyTorchJob/team-b/b1"]
     assert events(hub, b1, "Reclaimed") == ["preempted PyTorchJob team-a/a2 to reclaim quota"]
     assert state(hub.get(r.PYTORCHJOBS, "a1", "team-a")) == "Running"
