@@ -133,6 +133,9 @@ def test_a_new_policy_re_evaluates_jobs_not_yet_bound(fleet3: LocalFleet) -> Non
                what="the job waiting for a policy")
     hub.apply(r.PROPAGATIONPOLICIES, policy("late-policy"), field_manager="test")
     assert placement(hub, job)
+    # Its GPUs must be free again before the next test measures what members have left.
+    wait_state(hub, "early", "late-policy", "Succeeded")
+    hub.delete(r.PYTORCHJOBS, "early", "late-policy")
 
 
 def test_kubectl_fleet_shows_every_member_share(fleet3: LocalFleet) -> None:
@@ -163,10 +166,12 @@ def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: Local
 
     hub.create(r.PYTORCHJOBS, seed_pytorchjob("too-big", "frag", gpus=16, workers=1,
                                               master=False))
-    reason = eventually(lambda: (hub.get(r.PYTORCHJOBS, "too-big", "frag").get("status") or {}
-                                 ).get("queue", {}).get("message"), what="too-big's reason")
-    assert "member3: short of nvidia.com/gpu 12 in total" in reason
-    assert "member1: 1 of 1 replicas find no node with room" in reason
+    def reason() -> str | None:  # read until member3 reports every earlier job's pods gone
+        message = str((hub.get(r.PYTORCHJOBS, "too-big", "frag").get("status") or {}
+                       ).get("queue", {}).get("message", ""))
+        return message if "member3: short of nvidia.com/gpu 12 in total" in message else None
+    reason_text = eventually(reason, what="too-big's reason naming member3's 4 free GPUs")
+    assert "member1: 1 of 1 replicas find no node with room" in reason_text
     assert state(hub.get(r.PYTORCHJOBS, "too-big", "frag")) == "Queuing"
     hub.delete(r.PYTORCHJOBS, "too-big", "frag")
 
