@@ -127,6 +127,26 @@ def test_deleting_the_hub_job_removes_its_share_on_the_member(fleet: LocalFleet,
     assert not [w for w in works if w["spec"]["job"]["name"] == "short-lived"]
 
 
+def test_a_member_job_deleted_on_the_member_is_put_back(fleet: LocalFleet, hub: Kube) -> None:
+    """The hub's word wins: the agent applies a Work once per spec, and again when its job
+    has gone from the member behind the hub's back."""
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
+    job = hub.create(r.PYTORCHJOBS, seed_job("drifting", run_for="1h"))
+    cluster = BINDING.match(eventually(lambda: binding_event(hub, job), what="binding")
+                            ).group(1)  # type: ignore[union-attr]
+    member = fleet.client(cluster)
+    first = eventually(lambda: member.get_or_none(r.PYTORCHJOBS, "drifting", "default"),
+                       what="job on the member")
+    member.delete(r.PYTORCHJOBS, "drifting", "default")
+
+    def back() -> dict[str, Any] | None:
+        found = member.get_or_none(r.PYTORCHJOBS, "drifting", "default")
+        return found if found and found["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    eventually(back, timeout=60, what="the job applied again on the member")
+    hub.delete(r.PYTORCHJOBS, "drifting", "default")
+
+
 def test_the_seed_job_applies_unchanged(fleet: LocalFleet, hub: Kube, tmp_path: Path) -> None:
     applied = apply_file(hub, EXAMPLES / "pytorchjob.yaml", namespace="kube-public")
     assert applied[0]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2

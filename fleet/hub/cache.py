@@ -66,6 +66,8 @@ class Cache:
         default_factory=lambda: {name: {} for name in STORES})
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _changed: threading.Event = field(default_factory=threading.Event)
+    _dirty_jobs: set[Key] = field(default_factory=set)
+    _dirty_uids: set[str] = field(default_factory=set)  # jobs whose Works changed
 
     @staticmethod
     def key(body: Mapping[str, Any]) -> Key:
@@ -84,12 +86,33 @@ class Cache:
             if old is not None and _rv(old) > _rv(item):
                 return  # our own write already came back newer than this watch event
             self._stores[store][key] = item
+            self._mark(store, item)
         self._changed.set()
 
     def remove(self, store: str, body: Mapping[str, Any]) -> None:
         with self._lock:
             self._stores[store].pop(self.key(body), None)
+            self._mark(store, body)
         self._changed.set()
+
+    def _mark(self, store: str, body: Mapping[str, Any]) -> None:
+        if store == JOBS:
+            self._dirty_jobs.add(self.key(body))
+        elif store == WORKS:
+            self._dirty_uids.add(body.get("spec", {}).get("job", {}).get("uid", ""))
+
+    def take_changed(self) -> tuple[set[Key], set[str]]:
+        """Jobs (by key) and jobs' Works (by job uid) changed since the last call; take it
+        before the snapshot, so that a change in between is seen in this pass or the next."""
+        with self._lock:
+            jobs, uids = self._dirty_jobs, self._dirty_uids
+            self._dirty_jobs, self._dirty_uids = set(), set()
+        return jobs, uids
+
+    def mark_changed(self, jobs: set[Key]) -> None:
+        """Look at these jobs again next pass (they were skipped in this one)."""
+        with self._lock:
+            self._dirty_jobs |= jobs
 
     def snapshot(self) -> Snapshot:
         with self._lock:

@@ -18,6 +18,7 @@ import kopf
 from fleet import metrics
 from fleet.api.cluster import AGENT_HEARTBEAT
 from fleet.clients import resources as r
+from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
 from fleet.hub import admission, certs
@@ -69,7 +70,7 @@ admission.register(CACHE)
 
 @kopf.on.startup()
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.posting.enabled = False  # events are the scheduler's, with exact texts
+    watch_only(settings)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))

@@ -25,6 +25,7 @@ from fleet.api.policy import PropagationPolicySpec
 from fleet.clients.leases import LeaderElector
 from fleet.hub import queueing as q
 from fleet.hub import works as w
+from fleet.hub.assumed import AssumedCapacity
 from fleet.hub.cache import EVICTING, Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.hub.views import (
@@ -56,6 +57,8 @@ class Settings:
     heartbeat_timeout: float = 15.0  # a member is lost when its agent is silent this long
     capacity_stale_after: float = 90.0  # no new work on a member whose report is this old
     resync_seconds: float = 2.0  # a pass runs at least this often (heartbeats age, leases)
+    full_pass_seconds: float = 1.0  # every bound job is looked at at least this often
+    pass_gap_seconds: float = 0.05  # the least time between passes
     lease_namespace: str = "fleet-system"
     starvation_bound: int = 5
 
@@ -100,6 +103,8 @@ class Scheduler:
         self._policy_cache: dict[tuple[str, str, str],
                                  tuple[PlacementRules, FailoverSettings | None, bool]] = {}
         self._snap = self.cache.snapshot()
+        self._assumed = AssumedCapacity()
+        self._next_full_pass = 0.0
 
     def run(self, stop: threading.Event) -> None:
         self.elector.ensure_namespace()
@@ -113,13 +118,27 @@ class Scheduler:
                     self.pass_once()
                 except Exception:  # a bug in one pass must not stop the hub
                     log.exception("scheduling pass failed")
+            # Let events gather for a moment: a pass costs the same for one change as for a
+            # hundred, and under a burst they arrive a few hundred a second.
+            stop.wait(self.settings.pass_gap_seconds)
             self.cache.wait_for_change(self.settings.resync_seconds)
 
     # -- one pass -----------------------------------------------------------------------
     def pass_once(self) -> None:
+        # In-flight decisions first, then the snapshot: a decision that finishes in between is
+        # then in the snapshot with its writes, never seen as bound with a stale version.
+        with self._inflight_lock:
+            inflight = {uid: dict(spent) for uid, spent in self._inflight.items()}
+        changed_jobs, changed_works = self.cache.take_changed()
         snap = self.cache.snapshot()
         self._snap = snap
         now = datetime.now(UTC)
+        # A bound job is looked at when it or its Works changed, and every job at least every
+        # ``full_pass_seconds`` (clocks, member health, policies); at hundreds of events a
+        # second, looking at every bound job on every pass was most of the hub's CPU.
+        full = time.monotonic() >= self._next_full_pass
+        if full:
+            self._next_full_pass = time.monotonic() + self.settings.full_pass_seconds
         clusters = [cluster_view(b, now, self.settings.heartbeat_timeout,
                                  snap.heartbeat_lease(b["metadata"]["name"]),
                                  self.settings.capacity_stale_after)
@@ -131,20 +150,28 @@ class Scheduler:
         self._clusters = {c.name: c for c in clusters}
         self._lost_since = lost_since(snap)
         self._now = now
+        self._stamp = now_text()
         self._policies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                           for b in (*snap.policies.values(), *snap.cluster_policies.values())}
         self._refs = [policy_ref(b) for b in self._policies.values()]
-        with self._inflight_lock:
-            inflight = {uid: dict(spent) for uid, spent in self._inflight.items()}
         unbound: list[Body] = []
+        skipped: set[tuple[str, str, str]] = set()
         for job in sorted(snap.jobs.values(), key=_creation_order):
-            if job["metadata"]["uid"] in inflight:
-                continue  # its decision is being written; the next pass sees the result
+            key, uid = Cache.key(job), job["metadata"]["uid"]
+            if uid in inflight:
+                skipped.add(key)  # its decision is being written; the next pass sees it
+                continue
+            if not (full or key in changed_jobs or uid in changed_works):
+                if _waits(job):
+                    unbound.append(job)
+                continue
             try:
                 if self._reconcile_bound(job, snap):
                     unbound.append(job)
             except Exception:
                 log.exception("job %s skipped this pass", q.job_key(job))
+        if skipped:
+            self.cache.mark_changed(skipped)
         waiting = self._decide(unbound, snap, clusters, now, inflight)
         for job in unbound:
             why = waiting.get(q.job_key(job))
@@ -308,13 +335,16 @@ class Scheduler:
             admission = AdmissionPass(tree[1], q.holdings(snap, classes), queued_jobs,
                                       q.queue_policies(snap, names),
                                       self.settings.starvation_bound)
-        assumed = assumed_requests(snap)
-        for spent in inflight.values():  # decided, Works not yet in the cache
-            for cluster, requests in spent.items():
-                assumed.setdefault(cluster, []).extend(requests)
-        # Capacity as this pass sees it: reported free minus what is assumed; each decision
-        # below takes its own requests out of the clusters it chose, so none spends it twice.
-        views = {c.name: with_assumed(c, assumed.get(c.name, [])) for c in clusters}
+        views: dict[str, ClusterView] = {}
+        if candidates:  # most passes (a status arrived) have nothing to decide
+            pending: dict[str, list[Resources]] = {}
+            for spent in inflight.values():  # decided, Works not yet in the cache
+                for cluster, requests in spent.items():
+                    pending.setdefault(cluster, []).extend(requests)
+            # Capacity as this pass sees it: reported free minus what is assumed; each
+            # decision below takes its own requests out of the clusters it chose, so none
+            # spends it twice.
+            views = self._assumed.views(clusters, snap, pending)
         stamp = now_text()
         for candidate in sorted(candidates, key=lambda c: c.order):
             key = q.job_key(candidate.job)
@@ -549,7 +579,7 @@ class Scheduler:
 
     def _aggregate(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         current = job.get("status") or {}
-        status = adapter.aggregate(job, works, now_text())
+        status = adapter.aggregate(job, works, self._stamp)
         status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
             or current.get("clusters", [])
         if _differs(current, status):
@@ -642,36 +672,14 @@ def _share_requests(job: Mapping[str, Any], adapter: KindAdapter,
     return [role.request for role in demand.roles for _ in range(counts.get(role.name, 0))]
 
 
-def share_requests(work: Mapping[str, Any]) -> list[Resources]:
-    """Per-replica requests of the share a Work carries."""
-    manifest = work["spec"]["manifests"][0]
-    adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
-    demand = adapter.demand("", manifest)
-    return [role.request for role in demand.roles for _ in range(role.replicas)]
-
-
-def assumed_requests(snap: Snapshot) -> dict[str, list[Resources]]:
-    """Requests of Works whose pods the member's last capacity report does not yet count."""
-    observed: dict[str, datetime | None] = {}
-    held: set[tuple[str, str]] = set()  # (cluster, Work) the member's report holds nodes for
-    for body in snap.clusters.values():
-        capacity = (body.get("status") or {}).get("capacity") or {}
-        observed[body["metadata"]["name"]] = parse_time(capacity.get("observedTime"))
-        held |= {(body["metadata"]["name"], w) for w in capacity.get("reservedFor") or []}
-    out: dict[str, list[Resources]] = {}
-    for work in snap.works.values():
-        status = work.get("status") or {}
-        if status.get("state") in ("Succeeded", "Failed") or work["metadata"].get(
-                "deletionTimestamp"):
-            continue
-        cluster = work["spec"]["placement"]["cluster"]
-        if (cluster, work["metadata"]["name"]) in held:
-            continue  # reported as reserved: already not free in the member's report
-        bound, seen = parse_time(status.get("boundTime")), observed.get(cluster)
-        if bound is not None and seen is not None and seen >= bound:
-            continue
-        out.setdefault(cluster, []).extend(share_requests(work))
-    return out
+def _waits(job: Mapping[str, Any]) -> bool:
+    """An unchanged job still to decide: not bound, not going, not finished (what
+    ``_reconcile_bound`` would say of it without doing anything)."""
+    meta = job["metadata"]
+    annotations = meta.get("annotations") or {}
+    return not meta.get("deletionTimestamp") and q.REQUEUE not in annotations \
+        and annotations.get(w.PLACEMENT) in (None, "", "[]") \
+        and not adapter_for(job["apiVersion"], job["kind"]).is_finished(job)
 
 
 def _creation_order(job: Mapping[str, Any]) -> tuple[str, str, str]:

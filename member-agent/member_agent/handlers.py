@@ -12,6 +12,7 @@ import kopf
 
 from fleet import metrics
 from fleet.clients import resources as r
+from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
 from member_agent.controllers.runtime import (
     KINDS,
@@ -31,7 +32,7 @@ QUEUE = WorkQueue()
 CONTROLLERS: list[JobController] = []
 ELECTIONS: list[AgentElection] = []
 _STOP = threading.Event()
-WORKERS = 2
+WORKERS = 4
 
 
 def _job_handler(resource: r.Resource) -> None:
@@ -74,7 +75,7 @@ async def on_node(*, type: str, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.startup()
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.posting.enabled = False
+    watch_only(settings)
     settings.watching.server_timeout = 300
     cluster = os.environ["FLEET_CLUSTER_NAME"]
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))

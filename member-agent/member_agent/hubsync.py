@@ -36,6 +36,7 @@ FIELD_MANAGER = "fleet-agent"
 PURGE_MODE = "fleet.sh/purge-mode"
 WORK_ANNOTATION = "fleet.sh/work"
 JOB_UID = "fleet.sh/job-uid"
+DRIFT_GRACE_SECONDS = 10.0  # how long a job may be missing from the member's cache after apply
 
 
 def stamp() -> str:
@@ -53,6 +54,7 @@ class HubSync:
         self.lock = threading.Lock()
         self.namespaces: set[str] = set()
         self.first_seen: dict[str, float] = {}  # Work name -> when this agent applied it
+        self.applied: dict[str, int] = {}  # Work name -> the generation last applied
         self.appliers: LatestPerKey[tuple[Body, bool]] = LatestPerKey(
             lambda item: self.handle(item[0], deleted=item[1]), workers=4, name="apply")
 
@@ -116,11 +118,15 @@ class HubSync:
             with self.lock:
                 self.works.pop(name, None)
                 self.reported.pop(name, None)
+                self.applied.pop(name, None)
             self.state.changed.set()  # any reservation it held ends
             return
         try:
             if work["metadata"].get("deletionTimestamp"):
                 self.purge(work)
+            elif self._already_applied(work):
+                with self.lock:  # a status or metadata change: nothing to apply again
+                    self.works[name] = work
             else:
                 self.apply(work)
         except errors.ApiError as exc:
@@ -145,12 +151,37 @@ class HubSync:
             first = work["metadata"]["name"] not in self.works
             self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
             self.works[work["metadata"]["name"]] = work
+            self.applied[work["metadata"]["name"]] = work["metadata"].get("generation", 0)
             if first and (work.get("status") or {}).get("boundTime"):
                 self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
         if first:
             metrics.WORKS_APPLIED.labels(self.cluster).inc()
             log.info("applied work %s", work["metadata"]["name"])
         self.state.changed.set()
+
+    def _already_applied(self, work: Body) -> bool:
+        """The Work's spec (its generation) is on the member already and carries our finalizer:
+        its own status writes and metadata changes need no new apply (each apply costs the
+        member's API server a server-side apply per manifest)."""
+        meta = work["metadata"]
+        with self.lock:
+            applied = self.applied.get(meta["name"])
+        return applied is not None and applied == meta.get("generation", 0) \
+            and FINALIZER in (meta.get("finalizers") or [])
+
+    def repair_drift(self, work: Body, job: Body | None) -> None:
+        """Apply again a Work whose job has been gone from the member for a while (someone
+        deleted it there): the hub's word wins."""
+        name = work["metadata"]["name"]
+        seen = self.first_seen.get(name)
+        if job is not None or seen is None or time.monotonic() - seen < DRIFT_GRACE_SECONDS \
+                or work["metadata"].get("deletionTimestamp"):
+            return
+        with self.lock:
+            if self.applied.pop(name, None) is None:
+                return  # already being applied again
+        log.info("job of work %s is gone from the member; applying it again", name)
+        self.appliers.submit(name, (work, False))
 
     def purge(self, work: Body) -> None:
         """Remove the Work's objects from the member, then let the hub delete the Work."""
@@ -175,6 +206,7 @@ class HubSync:
         with self.lock:
             self.works.pop(meta["name"], None)
             self.reported.pop(meta["name"], None)
+            self.applied.pop(meta["name"], None)
         self.state.changed.set()
 
     def held(self, pods: list[Body]) -> list[Reservation]:
@@ -223,6 +255,7 @@ class HubSync:
         key = (kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"],
                meta["name"])
         job, job_pods = self.state.stores.read(key)
+        self.repair_drift(dict(work), job)
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
         healthy, why = _health(job_pods)
         job_status = (job or {}).get("status") or {}

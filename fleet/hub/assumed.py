@@ -1,0 +1,98 @@
+"""Capacity the hub has bound but the members have not reported yet, taken out of their
+reported capacity so that two decisions never spend the same GPU.
+
+Every pass needs this for every cluster, and a thousand bound, unreported Works would make
+each pass parse and subtract a thousand shares. :class:`AssumedCapacity` keeps work from one
+pass to the next: a Work's requests are parsed once per spec, and a cluster's view is carried
+on from the last pass while its report is unchanged and the last pass's Works are a prefix of
+this pass's (the cache keeps Works in arrival order, so new ones are appended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from fleet.hub.cache import Snapshot
+from fleet.hub.views import parse_time
+from fleet.kinds import adapter_for
+from propagation.division import with_assumed
+from propagation.resources import Resources
+from propagation.views import ClusterView
+
+Share = tuple[str, list[Resources]]  # (Work uid, per-replica requests)
+
+
+def share_requests(work: Mapping[str, Any]) -> list[Resources]:
+    """Per-replica requests of the share a Work carries."""
+    manifest = work["spec"]["manifests"][0]
+    adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
+    demand = adapter.demand("", manifest)
+    return [role.request for role in demand.roles for _ in range(role.replicas)]
+
+
+def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
+    """Per cluster, the live Works whose pods the member's last capacity report does not yet
+    count (not bound when it was taken, and not among the Works it reserves nodes for)."""
+    observed: dict[str, datetime | None] = {}
+    held: set[tuple[str, str]] = set()  # (cluster, Work) the member's report holds nodes for
+    for body in snap.clusters.values():
+        capacity = (body.get("status") or {}).get("capacity") or {}
+        observed[body["metadata"]["name"]] = parse_time(capacity.get("observedTime"))
+        held |= {(body["metadata"]["name"], w) for w in capacity.get("reservedFor") or []}
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for work in snap.works.values():
+        status = work.get("status") or {}
+        if status.get("state") in ("Succeeded", "Failed") or work["metadata"].get(
+                "deletionTimestamp"):
+            continue
+        cluster = work["spec"]["placement"]["cluster"]
+        if (cluster, work["metadata"]["name"]) in held:
+            continue
+        bound, seen = parse_time(status.get("boundTime")), observed.get(cluster)
+        if bound is not None and seen is not None and seen >= bound:
+            continue
+        out.setdefault(cluster, []).append(work)
+    return out
+
+
+class AssumedCapacity:
+    """Cluster views with unreported Works taken out, reusing the last pass's work."""
+
+    def __init__(self) -> None:
+        self._requests: dict[tuple[str, int], list[Resources]] = {}
+        self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
+
+    def views(self, clusters: Sequence[ClusterView], snap: Snapshot,
+              inflight: Mapping[str, Sequence[Resources]]) -> dict[str, ClusterView]:
+        """Each cluster's view less its unreported Works and then its ``inflight`` requests
+        (decided this or an earlier pass, Works not yet in the cache)."""
+        unreported = unreported_works(snap)
+        live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
+                for works in unreported.values() for w in works}
+        self._requests = {k: v for k, v in self._requests.items() if k in live}
+        out = {}
+        for cluster in clusters:
+            shares = [self._share(w) for w in unreported.get(cluster.name, [])]
+            view = self._with_shares(cluster, shares)
+            out[cluster.name] = with_assumed(view, list(inflight.get(cluster.name, [])))
+        self._views = {k: v for k, v in self._views.items() if k in out}
+        return out
+
+    def _share(self, work: Mapping[str, Any]) -> Share:
+        meta = work["metadata"]
+        key = (meta["uid"], meta.get("generation", 0))
+        if key not in self._requests:
+            self._requests[key] = share_requests(work)
+        return meta["uid"], self._requests[key]
+
+    def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
+        uids = tuple(uid for uid, _ in shares)
+        start, view = 0, cluster
+        last = self._views.get(cluster.name)
+        if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
+            start, view = len(last[1]), last[2]
+        view = with_assumed(view, [r for _, requests in shares[start:] for r in requests])
+        self._views[cluster.name] = (cluster, uids, view)
+        return view

@@ -1,0 +1,108 @@
+"""Capacity the hub assumes taken: carrying a pass's views over to the next must give the
+same views as computing them afresh, whatever Works come, go or get reported."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import Any
+
+from fleet.hub.assumed import AssumedCapacity, share_requests, unreported_works
+from fleet.hub.cache import Cache
+from fleet.hub.views import cluster_view
+from propagation.division import with_assumed
+from propagation.views import ClusterView
+
+Body = dict[str, Any]
+OBSERVED = "2026-11-21T12:00:00.000000Z"
+
+
+def member(name: str, reserved: tuple[str, ...] = ()) -> Body:
+    return {"apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+            "metadata": {"name": name},
+            "status": {"lastHeartbeatTime": OBSERVED,
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "capacity": {"observedTime": OBSERVED, "reservedFor": list(reserved),
+                                    "nodeGroups": [
+                                        {"count": 4, "free": {"nvidia.com/gpu": 8,
+                                                              "cpu": 64000}},
+                                        {"count": 2, "free": {"nvidia.com/gpu": 2,
+                                                              "cpu": 16000}}]}}}
+
+
+def work(index: int, cluster: str, gpus: int, workers: int, bound: str | None = None) -> Body:
+    container = {"name": "c", "image": "x",
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1"}}}
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": f"j{index}", "namespace": "ns"},
+                "spec": {"pytorchReplicaSpecs": {"Worker": {
+                    "replicas": workers, "template": {"spec": {"containers": [container]}}}}}}
+    return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+            "metadata": {"name": f"w{index}", "namespace": f"fleet-member-{cluster}",
+                         "uid": f"uid-{index}", "generation": 1, "resourceVersion": str(index)},
+            "spec": {"placement": {"cluster": cluster}, "job": {"uid": f"job-{index}"},
+                     "manifests": [manifest]},
+            "status": {"boundTime": bound} if bound else {}}
+
+
+def fresh(clusters: list[ClusterView], cache: Cache) -> dict[str, ClusterView]:
+    unreported = unreported_works(cache.snapshot())
+    return {c.name: with_assumed(c, [r for w in unreported.get(c.name, [])
+                                     for r in share_requests(w)]) for c in clusters}
+
+
+def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
+    rng = random.Random(7)
+    cache = Cache()
+    for name in ("a", "b"):
+        cache.upsert("clusters", member(name))
+    assumed = AssumedCapacity()
+    live: list[Body] = []
+    for step in range(60):
+        roll = rng.random()
+        if roll < 0.6 or not live:  # a new Work, appended
+            body = work(step, rng.choice("ab"), rng.choice((0, 1, 2, 4)), rng.randint(1, 3))
+            live.append(body)
+            cache.upsert("works", body)
+        elif roll < 0.8:  # one goes away from the middle
+            cache.remove("works", live.pop(rng.randrange(len(live))))
+        else:  # the member reports one: bound before the report was taken
+            reported = rng.choice(live)
+            reported["status"] = {"boundTime": "2026-11-21T11:59:00.000000Z"}
+            reported["metadata"]["resourceVersion"] = str(1000 + step)
+            cache.upsert("works", reported)
+        snap = cache.snapshot()
+        clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
+        assert assumed.views(clusters, snap, {}) == fresh(clusters, cache), f"step {step}"
+
+
+def test_a_reserved_work_is_not_assumed_twice() -> None:
+    cache = Cache()
+    cache.upsert("clusters", member("a", reserved=("w1",)))
+    cache.upsert("works", work(1, "a", 8, 2))
+    cache.upsert("works", work(2, "a", 8, 1))
+    assert [w["metadata"]["name"] for w in unreported_works(cache.snapshot())["a"]] == ["w2"]
+
+
+def test_inflight_requests_come_off_last() -> None:
+    cache = Cache()
+    cache.upsert("clusters", member("a"))
+    snap = cache.snapshot()
+    clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
+    inflight = share_requests(work(9, "a", 8, 3))
+    views = AssumedCapacity().views(clusters, snap, {"a": inflight})
+    assert views["a"].free["nvidia.com/gpu"] == 4 * 8 + 2 * 2 - 24
+
+
+def test_a_pass_tells_which_jobs_changed() -> None:
+    cache = Cache()
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "1"}}
+    cache.upsert("jobs", job)
+    cache.upsert("works", work(1, "a", 1, 1))
+    assert cache.take_changed() == ({Cache.key(job)}, {"job-1"})
+    assert cache.take_changed() == (set(), set())
+
+
+def _now() -> datetime:
+    return datetime.fromisoformat(OBSERVED.replace("Z", "+00:00"))
