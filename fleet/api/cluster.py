@@ -23,6 +23,9 @@ from fleet.api.policy import TaintEffect
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"
 AGENT_HEARTBEAT = "fleet.sh/agent-heartbeat"  # label of the Lease each agent renews
 HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
+# On every Work from its creation: the member's agent removes it once it has taken the Work's
+# objects off the member (the hub drops it itself for a member it has lost).
+AGENT_FINALIZER = "fleet.sh/agent"
 
 
 def member_namespace(cluster: str) -> str:

@@ -601,8 +601,8 @@ class Scheduler:
     def _finalize(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
             return
-        if works:
-            self._delete_works(works)
+        if works:  # a lost member's agent cannot purge: its Works go now, the rest by it
+            self._delete_works(works, release_lost=True)
             return
         self.dispatcher.release(job, adapter)
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.api.cluster import member_namespace
+from fleet.api.cluster import AGENT_FINALIZER, member_namespace
 from fleet.kinds.base import KindAdapter
 from propagation.division import ClusterShare
 
@@ -94,6 +94,9 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "namespace": member_namespace(share["cluster"]),
             "labels": {JOB_UID: meta["uid"]},
             "annotations": {JOB_GENERATION: str(meta.get("generation", 1))},
+            # set here, not by the agent: one write less per Work, and the agent can apply
+            # the moment it sees the Work
+            "finalizers": [AGENT_FINALIZER],
         },
         "spec": {
             "job": {"apiVersion": job["apiVersion"], "kind": job["kind"],

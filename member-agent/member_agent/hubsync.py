@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.cluster import member_namespace
+from fleet.api.cluster import AGENT_FINALIZER, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -31,7 +31,7 @@ from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-FINALIZER = "fleet.sh/agent"
+FINALIZER = AGENT_FINALIZER  # the hub sets it; Works made before it did get it here
 FIELD_MANAGER = "fleet-agent"
 PURGE_MODE = "fleet.sh/purge-mode"
 WORK_ANNOTATION = "fleet.sh/work"

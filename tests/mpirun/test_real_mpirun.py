@@ -40,9 +40,11 @@ WORKERS, PER_WORKER = 5, 3
 Body = dict[str, Any]
 
 
-# Every "pod" here is a process on this machine: keep OpenMPI's daemons and messages on the
-# loopback interface, or it may try another interface the machine does not route to itself.
-LOOPBACK = {"OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo"}
+# Every "pod" here is a process on this machine, which real pods are not: keep OpenMPI's
+# daemons and messages on the loopback interface, and keep its daemons from sharing one
+# hwloc topology file in shared memory (several daemons on one host crash writing it).
+ONE_HOST = {"OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
+            "OMPI_MCA_rtc": "^hwloc"}
 
 
 def tool(name: str) -> str:
@@ -121,7 +123,7 @@ def test_kubeflow_mpijob_kubexec(program: Path, tmp_path: Path) -> None:
     container = pod_spec["spec"]["containers"][0]
     env = {k: remap(v, mounts) for k, v in env_of(container).items()}
     command = [mpirun if c == "mpirun" else c for c in container["command"]]
-    result = subprocess.run(command, env={**os.environ, **env, **LOOPBACK}, capture_output=True,
+    result = subprocess.run(command, env={**os.environ, **env, **ONE_HOST}, capture_output=True,
                             text=True, timeout=180, check=False)
     check_output(result)
 
@@ -207,6 +209,6 @@ def test_t9k_mpijob_over_ssh(program: Path, tmp_path: Path,
     env["OMPI_MCA_plm_rsh_args"] = f"-F {ssh_config} " + env["OMPI_MCA_plm_rsh_args"]
     command = [remap(c, mounts) for c in container["command"]]
     assert command[:5] == ["/usr/bin/mpirun", "--hostfile", f"{etc}/hostfile", "--prefix", "/usr"]
-    result = subprocess.run(command, env={**os.environ, **env, **LOOPBACK}, capture_output=True,
+    result = subprocess.run(command, env={**os.environ, **env, **ONE_HOST}, capture_output=True,
                             text=True, timeout=180, check=False)
     check_output(result)
