@@ -164,7 +164,8 @@ def test_exit_code_137_is_retried_until_backoff_limit(fleet: LocalFleet, hub: Ku
     on_member = member_job(kube, job)
     assert on_member is not None
     assert on_member["status"]["restartCount"] == 2
-    assert len(events(kube, job, "Restarting")) == 2
+    eventually(lambda: len(events(kube, job, "Restarting")) == 2,  # events are sent async
+               what="two Restarting events")
     # A failed job's survivors are stopped: the master does not run on as a zombie.
     eventually(lambda: not [p for p in pods(kube, job).values()
                             if p["status"].get("phase") == "Running"],

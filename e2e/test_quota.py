@@ -95,8 +95,10 @@ def test_max_jobs_runs_two_jobs_one_after_the_other(seed_queue: Kube) -> None:
     wait_state(hub, "queued-2", "Succeeded")
     started_second = hub.get(r.PYTORCHJOBS, "queued-2", "default")["status"]["startTime"]
     assert started_second >= done_first["status"]["completionTime"]
-    assert events(hub, first, "Admitted") == ["admitted by quota root/child-2"]
-    assert events(hub, second, "Admitted") == ["admitted by quota root/child-2"]
+    def admitted(job: dict[str, Any]) -> bool:  # events are sent in the background
+        return events(hub, job, "Admitted") == ["admitted by quota root/child-2"]
+
+    eventually(lambda: admitted(first) and admitted(second), what="the Admitted events")
 
 
 TWO_TEAMS = {
@@ -144,8 +146,10 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     wait_state(hub, "b1", "Running", "team-b", timeout=90)
     # a2 shows Running until its member has removed its pods, then Queuing again.
     wait_state(hub, "a2", "Queuing", "team-a", timeout=90)
-    assert events(hub, a2, "Preempted") == ["preempted to return quota to PyTorchJob/team-b/b1"]
-    assert events(hub, b1, "Reclaimed") == ["preempted PyTorchJob team-a/a2 to reclaim quota"]
+    eventually(lambda: events(hub, a2, "Preempted") == [
+        "preempted to return quota to PyTorchJob/team-b/b1"], what="the Preempted event")
+    eventually(lambda: events(hub, b1, "Reclaimed") == [
+        "preempted PyTorchJob team-a/a2 to reclaim quota"], what="the Reclaimed event")
     assert state(hub.get(r.PYTORCHJOBS, "a1", "team-a")) == "Running"
     assert not events(hub, a1, "Preempted")
     reason = eventually(lambda: (hub.get(r.PYTORCHJOBS, "a2", "team-a").get("status") or {}

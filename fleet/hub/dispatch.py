@@ -36,6 +36,7 @@ class Dispatcher:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._namespaces: set[str] = set()
+        self.events = events.EventRecorder(kube, COMPONENT)
 
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
              clusters: Sequence[str], extra: Mapping[str, str | None] | None = None
@@ -228,4 +229,4 @@ class Dispatcher:
 
     def event(self, obj: Mapping[str, Any], reason: str, message: str,
               kind: str = "Normal") -> None:
-        events.record(self.kube, obj, reason, message, type=kind, component=COMPONENT)
+        self.events.record(obj, reason, message, type=kind)

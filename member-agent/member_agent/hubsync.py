@@ -31,7 +31,7 @@ from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-FINALIZER = AGENT_FINALIZER  # the hub sets it; Works made before it did get it here
+FINALIZER = AGENT_FINALIZER  # the hub sets it on new Works; apply() adds it to older ones
 FIELD_MANAGER = "fleet-agent"
 PURGE_MODE = "fleet.sh/purge-mode"
 WORK_ANNOTATION = "fleet.sh/work"

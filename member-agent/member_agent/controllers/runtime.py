@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -207,6 +208,8 @@ class JobController:
         self.stores = stores
         self.queue = queue
         self.schedulers = SchedulerProbe(kube)
+        self.events = events.EventRecorder(kube, COMPONENT)
+        self._creators = ThreadPoolExecutor(8, thread_name_prefix="create-pods")
         self._ensured: set[tuple[str, str, str, str]] = set()  # (kind, ns, name, job uid)
         self._applied: dict[tuple[str, str, str, str], str] = {}  # ... -> content digest
         self._timers: dict[JobKey, threading.Timer] = {}
@@ -265,18 +268,16 @@ class JobController:
             self._apply(resource, body, job)
         for name in decision.delete:
             self.kube.delete(r.PODS, name, namespace)
+        # Pods before Services, as the Kubeflow operators do (a pod's peers resolve its
+        # Service name only once they run), and a job's pods at once, not one by one.
+        failures = [f for f in self._creators.map(self._create_pod, decision.create) if f]
+        for exc, pod in failures:  # e.g. a quota or admission refusal on the member
+            self.events.record(job, "FailedCreatePod", f"pod {pod['metadata']['name']}: {exc}",
+                               type="Warning")
+        if failures:
+            raise failures[0][0]
         for service in decision.services:
             self._ensure(r.SERVICES, service, job)
-        for pod in decision.create:
-            try:
-                self.kube.create(r.PODS, pod)
-            except errors.AlreadyExists:
-                pass
-            except errors.ApiError as exc:  # e.g. a quota or admission refusal on the member
-                events.record(self.kube, job, "FailedCreatePod",
-                              f"pod {pod['metadata']['name']}: {exc}", type="Warning",
-                              component=COMPONENT)
-                raise
         if decision.status is not None:
             # A whole-status replace guarded by resourceVersion: a merge patch would keep
             # counts this reconcile dropped, and a stale read must not overwrite a newer one.
@@ -284,11 +285,20 @@ class JobController:
                                         subresource="status")
             self.stores.put_job(key, written)
         for type_, reason, message in decision.events:
-            events.record(self.kube, job, reason, message, type=type_, component=COMPONENT)
+            self.events.record(job, reason, message, type=type_)
         if decision.delete_job:
             self.kube.delete(kind.resource, key[2], key[1], uid=job["metadata"]["uid"])
         elif decision.requeue_after is not None:
             self.requeue_after(key, decision.requeue_after)
+
+    def _create_pod(self, pod: Body) -> tuple[errors.ApiError, Body] | None:
+        try:
+            self.kube.create(r.PODS, pod)
+        except errors.AlreadyExists:
+            pass
+        except errors.ApiError as exc:
+            return exc, pod
+        return None
 
     def gang_for(self, kind: JobKind, job: Mapping[str, Any]) -> Gang | None:
         available = self.schedulers.available()
