@@ -95,6 +95,21 @@ def writes(hub: Kube, exclude: tuple[str, ...] = ("memberclusters",)) -> dict[st
     return out
 
 
+def settled_writes(hub: Kube, quiet: float = 3.0, timeout: float = 120.0) -> dict[str, float]:
+    """The write counts once no job-caused write has happened for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = writes(hub)
+    still_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = writes(hub)
+        if any(now.get(k, 0.0) != last.get(k, 0.0) for k in JOB_WRITES):
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet:
+            return now
+    return last
+
+
 def per_job_writes(before: dict[str, float], after: dict[str, float], jobs: int
                    ) -> tuple[float, str]:
     """Writes per job in total and by resource, largest first."""
@@ -182,8 +197,7 @@ def run(workdir: Path, jobs: int = 1000, pending: int = 10_000) -> list[Result]:
         elapsed = time.monotonic() - started
         rate = jobs / elapsed
         say(f"all {jobs} bound in {elapsed:.1f}s")
-        time.sleep(3)  # let trailing status writes of this batch land
-        after = writes(hub)
+        after = settled_writes(hub)  # events and statuses trail the last binding
         per_job, breakdown = per_job_writes(before, after, jobs)
         # What a job costs: writes to the job, its Works and its events. The rest comes with
         # time or once: leader-election renewals (the hub's every 3.3 s, the controller

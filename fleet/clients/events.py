@@ -1,8 +1,8 @@
 """Kubernetes Events about an object, recorded best-effort (an event never fails a caller).
 
-Like client-go's recorder, :class:`EventRecorder` hands events to one background thread: the
+Like client-go's recorder, :class:`EventRecorder` hands events to background threads: the
 decision an event reports is not kept waiting for the event's own write (on a busy API server
-that was a fifth of a job's path from the hub to a running pod), and events keep their order.
+that was a fifth of a job's path from the hub to a running pod).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -40,44 +41,52 @@ def event_body(obj: Mapping[str, Any], reason: str, message: str, *, type: str,
 
 
 class EventRecorder:
-    def __init__(self, kube: Kube, component: str, capacity: int = 10_000) -> None:
+    """Events written by ``senders`` background threads; all events of one object go through
+    the same thread, so they keep their order."""
+
+    def __init__(self, kube: Kube, component: str, *, senders: int = 4,
+                 capacity: int = 10_000) -> None:
         self.kube = kube
         self.component = component
-        self._queue: queue.Queue[Body] = queue.Queue(capacity)
-        self._sender: threading.Thread | None = None
+        self._queues: list[queue.Queue[Body]] = [queue.Queue(capacity) for _ in range(senders)]
+        self._started = False
         self._lock = threading.Lock()
 
     def record(self, obj: Mapping[str, Any], reason: str, message: str, *,
                type: str = "Normal") -> None:
         """Queue the event (stamped now); dropped with a warning if thousands are waiting."""
         body = event_body(obj, reason, message, type=type, component=self.component)
+        meta = obj["metadata"]
+        lane = self._queues[zlib.crc32(str(meta.get("uid") or meta["name"]).encode())
+                            % len(self._queues)]
         try:
-            self._queue.put_nowait(body)
+            lane.put_nowait(body)
         except queue.Full:
             log.warning("event %s on %s/%s dropped: %d events are waiting", reason,
-                        body["metadata"]["namespace"], obj["metadata"]["name"],
-                        self._queue.qsize())
+                        meta["namespace"], meta["name"], lane.qsize())
             return
         with self._lock:
-            if self._sender is None:
-                self._sender = threading.Thread(target=self._send_forever, name="events",
-                                                daemon=True)
-                self._sender.start()
+            if not self._started:
+                for index, pending in enumerate(self._queues):
+                    threading.Thread(target=self._send_forever, args=(pending,),
+                                     name=f"events-{index}", daemon=True).start()
+                self._started = True
 
     def flush(self) -> None:
         """Wait until every queued event has been written or refused."""
-        self._queue.join()
+        for pending in self._queues:
+            pending.join()
 
-    def _send_forever(self) -> None:
+    def _send_forever(self, pending: queue.Queue[Body]) -> None:
         while True:
-            body = self._queue.get()
+            body = pending.get()
             try:
                 self.kube.create(r.EVENTS, body)
             except errors.ApiError as exc:
                 involved = body["involvedObject"]
                 log.warning("event %s on %s/%s not recorded: %s", body["reason"],
                             involved["namespace"], involved["name"], exc)
-            except Exception:  # the sender must outlive any one event
+            except Exception:  # a sender must outlive any one event
                 log.exception("event %s not recorded", body["reason"])
             finally:
-                self._queue.task_done()
+                pending.task_done()
