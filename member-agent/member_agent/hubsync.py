@@ -169,13 +169,13 @@ class HubSync:
         return applied is not None and applied == meta.get("generation", 0) \
             and FINALIZER in (meta.get("finalizers") or [])
 
-    def repair_drift(self, work: Body, job: Body | None) -> None:
+    def repair_drift(self, work: Body) -> None:
         """Apply again a Work whose job has been gone from the member for a while (someone
         deleted it there): the hub's word wins."""
         name = work["metadata"]["name"]
         seen = self.first_seen.get(name)
-        if job is not None or seen is None or time.monotonic() - seen < DRIFT_GRACE_SECONDS \
-                or work["metadata"].get("deletionTimestamp"):
+        if seen is None or time.monotonic() - seen < DRIFT_GRACE_SECONDS \
+                or work["metadata"].get("deletionTimestamp") or self._job_of(work) is not None:
             return
         with self.lock:
             if self.applied.pop(name, None) is None:
@@ -236,6 +236,7 @@ class HubSync:
             works = list(self.works.values())
         for work in works:
             name = work["metadata"]["name"]
+            self.repair_drift(work)
             status = self.work_status(work)
             before = self.reported.get(name) or work.get("status") or {}
             patch = merge_diff(before, status)
@@ -249,13 +250,12 @@ class HubSync:
             except errors.NotFound:
                 continue
 
+    def _job_of(self, work: Mapping[str, Any]) -> Body | None:
+        return self.state.stores.read(_job_key(work))[0]
+
     def work_status(self, work: Mapping[str, Any]) -> Body:
         manifest = work["spec"]["manifests"][0]
-        meta = manifest["metadata"]
-        key = (kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"],
-               meta["name"])
-        job, job_pods = self.state.stores.read(key)
-        self.repair_drift(dict(work), job)
+        job, job_pods = self.state.stores.read(_job_key(work))
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
         healthy, why = _health(job_pods)
         job_status = (job or {}).get("status") or {}
@@ -287,6 +287,12 @@ class HubSync:
             "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
                 "creationTimestamp")})
         return status
+
+
+def _job_key(work: Mapping[str, Any]) -> tuple[str, str, str]:
+    manifest = work["spec"]["manifests"][0]
+    meta = manifest["metadata"]
+    return kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"], meta["name"]
 
 
 def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
