@@ -136,8 +136,7 @@ def cpu_seconds(fleet: LocalFleet) -> dict[str, float]:
     own processes by name, control-plane ones (found by the fleet's work directory in their
     command lines) by program, summed over clusters."""
     ticks = os.sysconf("SC_CLK_TCK")
-    ours = {int(pid): re.sub(r"-member\d+$", "", name)
-            for name, pid in fleet._load().get("processes", {}).items()}
+    ours = {pid: re.sub(r"-member\d+$", "", name) for name, pid in fleet.processes().items()}
     out: dict[str, float] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -238,7 +237,7 @@ def run(workdir: Path, jobs: int = 1000, pending: int = 10_000) -> list[Result]:
 
         say(f"memory: {pending} jobs pending on the hub")
         namespace(hub, "pending", policy=False)
-        pid = int(fleet._load()["processes"]["hub"])
+        pid = fleet.pid("hub")
         idle = rss_mib(pid)
         batch = 1000
         for start in range(0, pending, batch):

@@ -160,6 +160,10 @@ class LocalFleet:
     def pid(self, process: str) -> int:
         return int(self._load()["processes"][process])
 
+    def processes(self) -> dict[str, int]:
+        """The hub and agent processes started here, by name."""
+        return {name: int(pid) for name, pid in self._load().get("processes", {}).items()}
+
     def kill_component(self, cluster: str, component: str = "kube-apiserver",
                        sig: int = signal.SIGKILL) -> None:
         """Signal one control-plane process of ``cluster``: kill a member's API server, or

@@ -72,11 +72,6 @@ class EventRecorder:
                                      name=f"events-{index}", daemon=True).start()
                 self._started = True
 
-    def flush(self) -> None:
-        """Wait until every queued event has been written or refused."""
-        for pending in self._queues:
-            pending.join()
-
     def _send_forever(self, pending: queue.Queue[Body]) -> None:
         while True:
             body = pending.get()

@@ -345,7 +345,7 @@ class Scheduler:
             # decision below takes its own requests out of the clusters it chose, so none
             # spends it twice.
             views = self._assumed.views(clusters, snap, pending)
-        stamp = now_text()
+        stamp = self._stamp
         for candidate in sorted(candidates, key=lambda c: c.order):
             key = q.job_key(candidate.job)
             try:

@@ -31,7 +31,6 @@ from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-FINALIZER = AGENT_FINALIZER  # the hub sets it on new Works; apply() adds it to older ones
 FIELD_MANAGER = "fleet-agent"
 PURGE_MODE = "fleet.sh/purge-mode"
 WORK_ANNOTATION = "fleet.sh/work"
@@ -134,10 +133,11 @@ class HubSync:
 
     def apply(self, work: Body) -> None:
         meta = work["metadata"]
-        if FINALIZER not in (meta.get("finalizers") or []):
+        if AGENT_FINALIZER not in (meta.get("finalizers") or []):  # a Work from an older hub
             work = self.hub.patch(r.WORKS, meta["name"], {"metadata": {
                 "resourceVersion": meta["resourceVersion"],
-                "finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}, self.namespace)
+                "finalizers": [*(meta.get("finalizers") or []), AGENT_FINALIZER]}},
+                self.namespace)
         for manifest in work["spec"]["manifests"]:
             namespace = manifest["metadata"].get("namespace")
             if namespace and namespace not in self.namespaces:
@@ -167,7 +167,7 @@ class HubSync:
         with self.lock:
             applied = self.applied.get(meta["name"])
         return applied is not None and applied == meta.get("generation", 0) \
-            and FINALIZER in (meta.get("finalizers") or [])
+            and AGENT_FINALIZER in (meta.get("finalizers") or [])
 
     def repair_drift(self, work: Body) -> None:
         """Apply again a Work whose job has been gone from the member for a while (someone
@@ -196,7 +196,7 @@ class HubSync:
                 self.member.delete(resource, manifest["metadata"]["name"],
                                    manifest["metadata"].get("namespace"),
                                    propagation="Background")
-        finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        finalizers = [f for f in meta.get("finalizers") or [] if f != AGENT_FINALIZER]
         try:
             self.hub.patch(r.WORKS, meta["name"], {"metadata": {
                 "resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},
