@@ -7,9 +7,12 @@ COPY fleet fleet
 COPY propagation propagation
 COPY quota quota
 COPY member-agent member-agent
-RUN pip install --no-cache-dir . && rm -rf /src
+RUN pip install --no-cache-dir . && rm -rf /src \
+ && echo 'fleet:x:65532:65532::/tmp:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'fleet:x:65532:' >> /etc/group
 WORKDIR /
-# A numeric user, so the pods' runAsNonRoot can verify it.
+# A numeric user, so the pods' runAsNonRoot can verify it; with a passwd entry, as kopf asks
+# getpass.getuser() for its identity.
 USER 65532:65532
 ENTRYPOINT []
 CMD ["python", "-m", "fleet.hub"]

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins mpi-packages bench simulate clean
+.PHONY: demo up down status test lint crds crds-check bins mpi-packages node-packages bench simulate chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +17,20 @@ bins:  ## build (or reuse) the control-plane binaries in the cache outside the r
 mpi-packages:  ## OpenMPI and sshd (Debian packages) for the real mpirun test
 	bash scripts/debian-packages.sh
 
-up: $(STAMP) bins  ## hub + members on real control planes, hub controller and agents
-	$(PY) -m e2e.localfleet up
+node-packages:  ## containerd, runc, CNI plugins, iptables, debootstrap (Debian) for real nodes
+	bash scripts/node-packages.sh
 
-demo: $(STAMP) bins  ## up, then the seed's PyTorchJob from submission to Succeeded
-	$(PY) -m e2e.localfleet demo
+# `make up` and `make demo` give every cluster a real node and run the hub Deployment and the
+# agent DaemonSet on it as Pods (FLEET_NODES=real, the default; a machine that cannot says why
+# and falls back to host processes). FLEET_NODES=host runs them as host processes.
+FLEET_NODES ?= real
+NODE_DEPS := $(if $(filter real,$(FLEET_NODES)),node-packages)
+
+up: $(STAMP) bins $(NODE_DEPS)  ## hub + members on real control planes, hub and agents as Pods
+	FLEET_NODES=$(FLEET_NODES) $(PY) -m e2e.localfleet up
+
+demo: $(STAMP) bins $(NODE_DEPS)  ## up, then the seed's PyTorchJob from submission to Succeeded
+	FLEET_NODES=$(FLEET_NODES) $(PY) -m e2e.localfleet demo
 
 status: $(STAMP)
 	$(PY) -m e2e.localfleet status
@@ -40,14 +49,17 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) bins mpi-packages  ## lint, type checks, layering, unit, integration and e2e tests
+test: $(STAMP) bins mpi-packages node-packages  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)
 	$(PY) -m e2e.bench --out .bench/results.jsonl
 
+chaos: $(STAMP) bins  ## every fault scenario at full count on a fresh fleet; table of violations
+	$(PY) -m e2e.chaos $(CHAOS_ARGS)
+
 simulate: $(STAMP)  ## trace-driven comparison of fit modes, queue policies and borrowing
-	$(PY) -m fleet.sim --out .sim
+	$(PY) -m fleet.sim --out .sim $(SIMFLAGS)
 
 clean: down
 	rm -rf $(VENV) .fleet

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,10 +16,12 @@ from e2e.localfleet import HUB, LocalFleet
 from fleet.clients.kube import Kube
 
 T = TypeVar("T")
+# A status code standing alone: object names such as "fuzz-403" are not refusals.
+FORBIDDEN = re.compile(r"(?<![-\w.])403(?![-\w.])|\bforbidden\b", re.IGNORECASE)
 
 
-@pytest.fixture(scope="session")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+def require_local_backend() -> None:
+    """Skip (or, under FLEET_E2E_REQUIRED=1, fail) unless the local binaries backend runs."""
     backend, reason = backends.choose()
     if not backend:
         if os.environ.get("FLEET_E2E_REQUIRED") == "1":
@@ -27,6 +30,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     if backend == "kind":
         pytest.skip("the kind backend is detected but not wired up yet; use "
                     "FLEET_E2E_BACKEND=binaries")
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    require_local_backend()
     # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one).
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
@@ -40,6 +48,20 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
                 tail = log.read_text(errors="replace").splitlines()[-15:]
                 print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
         local.down()
+    # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
+    forbidden = forbidden_lines(workdir / "logs")
+    assert not forbidden, "components were refused by the API server:\n" + "\n".join(forbidden)
+
+
+def forbidden_lines(logs: Path) -> list[str]:
+    """Lines of the hub's and agents' logs that hold a 403 (Forbidden) answer."""
+    hits = []
+    for log in sorted(logs.glob("*.log")):
+        if log.name.startswith(("hub", "agent")):
+            hits += [f"{log.name}: {line[:300]}"
+                     for line in log.read_text(errors="replace").splitlines()
+                     if FORBIDDEN.search(line)]
+    return hits
 
 
 @pytest.fixture(scope="session")

@@ -166,6 +166,13 @@ def at(path: str, value: Any) -> Callable[[Body], None]:
     return mutate
 
 
+def both(*mutations: Callable[[Body], None]) -> Callable[[Body], None]:
+    def mutate(doc: Body) -> None:
+        for one in mutations:
+            one(doc)
+    return mutate
+
+
 def add_child(child: Body) -> Callable[[Body], None]:
     def mutate(doc: Body) -> None:
         doc["spec"]["root"]["children"].append(child)
@@ -271,6 +278,56 @@ BAD: list[tuple[str, Callable[[], Body], Callable[[Body], None], str]] = [
      "only leaves (nodes without children) may own namespaces"),
     ("quota-tree-outside-kube-system", tree, at("metadata.namespace", "default"),
      "metadata.namespace: an ElasticQuotaTree takes effect only in kube-system"),
+    # Bounds (fleet.api.limits): every number and size a user controls.
+    ("huge-replicas", pytorch, at(f"{W}.replicas", 4611686018427387904), f"{W}.replicas"),
+    ("replicas-above-bound", pytorch, at(f"{W}.replicas", 10_001), f"{W}.replicas"),
+    ("job-replicas-above-bound", pytorch, at(f"{W}.replicas", 10_000),
+     "the job's replicas must add up to at most 10000"),
+    ("t9k-job-replicas-above-bound", tfj, at(f"{T}.2.replicas", 10_000),
+     "the job's replicas must add up to at most 10000"),
+    ("huge-quantity", pytorch,
+     at(f"{W}.template.spec.containers.0.resources.limits.cpu", "1e30"),
+     "must be at most 1E"),
+    ("giant-exponent-quantity", pytorch,  # parsing it would tie up the API server
+     at(f"{W}.template.spec.containers.0.resources.limits.memory", "1e999999999"),
+     f"{W}.template.spec.containers[0].resources.limits.memory"),
+    ("mantissa-beyond-bound", pytorch,
+     at(f"{W}.template.spec.containers.0.resources.limits.memory", "99999999999999999999Ei"),
+     "must be at most 1E"),
+    ("negative-quantity", pytorch,
+     at(f"{W}.template.spec.containers.0.resources.limits.cpu", "-1"),
+     f"{W}.template.spec.containers[0].resources.limits.cpu"),
+    ("huge-deadline", pytorch, at("spec.runPolicy", {"activeDeadlineSeconds": 10**12}),
+     "spec.runPolicy.activeDeadlineSeconds"),
+    ("huge-backoff", t9k_mpi, at("spec.runPolicy", {"backoffLimit": 10**9}),
+     "spec.runPolicy.backoffLimit"),
+    ("huge-slots", kubeflow_mpi, at("spec.slotsPerWorker", 10**6), "spec.slotsPerWorker"),
+    ("mebibyte-argument", t9k_mpi, at("spec.worker.cmd", ["x" * (1 << 20)]),
+     "spec.worker.cmd[0]"),
+    ("too-many-mpi-args", t9k_mpi, at("spec.worker.extraMPIArgs", ["-x"] * 2000),
+     "spec.worker.extraMPIArgs"),
+    ("t9k-debug-unknown-type", t9k_mpi,
+     at("spec.runMode", {"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}}),
+     "spec.runMode.debug.replicaSpecs[*].type: must name a replica type of the job"),
+    ("t9k-tf-debug-type-not-in-job", tfj,
+     at("spec.runMode", {"debug": {"enabled": True, "replicaSpecs": [{"type": "launcher"}]}}),
+     "spec.runMode.debug.replicaSpecs[*].type: must name a replica type of the job"),
+    ("t9k-tf-resume-type-not-in-job", tfj, both(
+        at(f"{T}.3", None),  # the evaluator goes, a resume spec for it stays
+        at("spec.runMode", {"pause": {"enabled": True, "resumeSpecs": [{"type": "evaluator"}]}})),
+     "spec.runMode.pause.resumeSpecs[*].type: must name a replica type of the job"),
+    ("too-many-cluster-names", policy,
+     at("spec.placement.clusterAffinity", {"clusterNames": [f"c{i}" for i in range(1001)]}),
+     "spec.placement.clusterAffinity.clusterNames"),
+    ("huge-policy-priority", policy, at("spec.priority", 10**15), "spec.priority"),
+    ("huge-spread-groups", policy,
+     at("spec.placement.spreadConstraints", [{"spreadByField": "cluster", "maxGroups": 10**6}]),
+     "spec.placement.spreadConstraints[0].maxGroups"),
+    ("quota-negative-min", tree, at(f"{Q}.min", {"cpu": -1}), "spec.root.children[0].min.cpu"),
+    ("quota-negative-min-text", tree, at(f"{Q}.min", {"cpu": "-1"}),
+     "spec.root.children[0].min.cpu"),
+    ("quota-huge-max", tree, at(f"{Q}.max.cpu", "1e30"),
+     "spec.root.children[0].max[cpu]: '1e30' is above the bound 1E"),
     ("member-taint-effect", member, at("spec.taints", [{"key": "k", "effect": "Sometimes"}]),
      "spec.taints[0].effect"),
     ("work-without-manifests", work, at("spec.manifests", []), "spec.manifests"),

@@ -3,7 +3,9 @@ and a hub restart that must leave usage and order exactly as they were."""
 
 from __future__ import annotations
 
+import itertools
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,11 +14,13 @@ import yaml
 
 from e2e.conftest import eventually
 from e2e.jobs import seed_pytorchjob, state
-from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES, apply_file
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.hub.dispatch import ADMITTED_AT
+from fleet.hub.works import PLACEMENT
 
 pytestmark = pytest.mark.e2e
 
@@ -159,47 +163,56 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     assert queue_status(hub, "root")["used"]["nvidia.com/gpu"] == "8"
 
 
-def test_a_restarted_hub_rebuilds_usage_and_order_exactly(fleet: LocalFleet,
-                                                          seed_queue: Kube) -> None:
+def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(
+        fleet: LocalFleet, seed_queue: Kube) -> None:
+    """The new hub must derive usage from the bindings it finds: a job that waited behind a
+    running one (max-jobs 1) still waits. Only what the new hub writes counts here: a job
+    created after the restart gets its position from it, and nothing gets bound."""
     hub = seed_queue
     hub.create(r.PYTORCHJOBS, seed_pytorchjob("order-1", run_for="1h"))
     wait_state(hub, "order-1", "Running")
     for name in ("order-2", "order-3"):
         hub.create(r.PYTORCHJOBS, seed_pytorchjob(name, run_for="2s"))
-
-    def positions() -> dict[str, int] | None:
-        found = {}
-        for name in ("order-2", "order-3"):
-            queue = (hub.get(r.PYTORCHJOBS, name, "default").get("status") or {}).get("queue")
-            if not queue or "position" not in queue:
-                return None
-            found[name] = queue["position"]
-        return found
-
-    before = eventually(positions, what="both waiting jobs positioned")
-    assert before == {"order-2": 1, "order-3": 2}
-    status_before = queue_status(hub, "root-child-2")
+    eventually(lambda: positions(hub, ("order-2", "order-3")) == {"order-2": 1, "order-3": 2},
+               what="both waiting jobs positioned")
+    holder = hub.get(r.PYTORCHJOBS, "order-1", "default")["metadata"]["annotations"]
+    bound_before = {k: holder[k] for k in (PLACEMENT, ADMITTED_AT)}
 
     fleet.stop_process("hub", signal.SIGKILL)
     fleet.start_hub()
-    eventually(lambda: fleet.client(HUB).get_or_none(r.LEASES, "fleet-hub", "fleet-system"),
-               what="the new hub's lease")
-    after = eventually(positions, what="positions after restart")
-    assert after == before
-    def rebuilt() -> dict[str, Any] | None:
+    hub.create(r.PYTORCHJOBS, seed_pytorchjob("order-4", run_for="2s"))
+    # Only the new hub can position order-4: once it has, it has judged the whole queue.
+    eventually(lambda: positions(hub, ("order-4",)) == {"order-4": 3}, timeout=90,
+               what="the new hub positioning a job created after the restart")
+    for _ in range(10):  # and it keeps the waiting jobs waiting, pass after pass
+        for name in ("order-2", "order-3", "order-4"):
+            annotations = hub.get(r.PYTORCHJOBS, name, "default")["metadata"].get(
+                "annotations") or {}
+            assert PLACEMENT not in annotations, f"{name} bound after the restart"
+        holder = hub.get(r.PYTORCHJOBS, "order-1", "default")["metadata"]["annotations"]
+        assert {k: holder.get(k) for k in bound_before} == bound_before
         status = queue_status(hub, "root-child-2")
-        return status if status == status_before else None
-
-    status_after = eventually(rebuilt, timeout=30, what="queue status rebuilt")
-    assert status_after["admitted"] == 1
-    assert state(hub.get(r.PYTORCHJOBS, "order-1", "default")) == "Running"
+        assert (status["admitted"], status["pendingJobs"]) == (
+            1, ["default/order-2", "default/order-3", "default/order-4"])
+        time.sleep(0.5)
 
     hub.delete(r.PYTORCHJOBS, "order-1", "default")
-    wait_state(hub, "order-2", "Succeeded", timeout=60)
-    wait_state(hub, "order-3", "Succeeded", timeout=60)
-    second = hub.get(r.PYTORCHJOBS, "order-2", "default")["status"]
-    third = hub.get(r.PYTORCHJOBS, "order-3", "default")["status"]
-    assert third["startTime"] >= second["completionTime"]
+    for name in ("order-2", "order-3", "order-4"):
+        wait_state(hub, name, "Succeeded", timeout=60)
+    started = [hub.get(r.PYTORCHJOBS, n, "default")["status"] for n in ("order-2", "order-3",
+                                                                         "order-4")]
+    for earlier, later in itertools.pairwise(started):
+        assert later["startTime"] >= earlier["completionTime"]
+
+
+def positions(hub: Kube, names: tuple[str, ...]) -> dict[str, int] | None:
+    found = {}
+    for name in names:
+        queue = (hub.get(r.PYTORCHJOBS, name, "default").get("status") or {}).get("queue")
+        if not queue or "position" not in queue:
+            return None
+        found[name] = queue["position"]
+    return found
 
 
 def test_removing_a_leaf_with_admitted_jobs_is_refused(seed_queue: Kube) -> None:

@@ -101,12 +101,48 @@ def test_pytorchjob_flows_from_hub_to_member_and_back(fleet: LocalFleet, hub: Ku
     assert {p["name"] for p in work["status"]["pods"]} == set(pods)
 
 
-def test_printer_columns_show_state_and_age(fleet: LocalFleet, hub: Kube) -> None:
-    crd = hub.get(r.CRDS, "pytorchjobs.kubeflow.org")
-    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns[:2] == ["State", "Age"]
-    table = hub.raw("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs")
-    assert table["kind"] == "PyTorchJobList"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"  # what kubectl get asks for
+
+
+def table_rows(hub: Kube, path: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The API server's Table for ``path``: column definitions and rows by object name."""
+    table = hub.raw("GET", path, accept=TABLE)
+    assert table["kind"] == "Table", table.get("kind")
+    names = [c["name"] for c in table["columnDefinitions"]]
+    rows = {row["cells"][0]: dict(zip(names, row["cells"], strict=True))
+            for row in table["rows"]}
+    return table["columnDefinitions"], rows
+
+
+def test_printer_columns_show_state_age_and_clusters(fleet: LocalFleet, hub: Kube) -> None:
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
+    job = hub.create(r.PYTORCHJOBS, seed_job("columns", run_for="1h"))
+    cluster = BINDING.match(eventually(lambda: binding_event(hub, job), what="binding")
+                            ).group(1)  # type: ignore[union-attr]
+    eventually(lambda: state(hub.get(r.PYTORCHJOBS, "columns", "default")) == "Running",
+               what="hub job Running")
+    try:
+        columns, rows = table_rows(hub, "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs")
+        assert [(c["name"], c.get("priority", 0)) for c in columns] == [
+            ("Name", 0), ("State", 0), ("Age", 0), ("Clusters", 1)]  # Clusters: -o wide
+        row = rows["columns"]
+        assert row["State"] == "Running"
+        assert row["Clusters"] == cluster
+        assert re.fullmatch(r"\d+(s|m\d*s?)", row["Age"]), row["Age"]
+
+        _, works = table_rows(hub, f"/apis/fleet.sh/v1alpha1/namespaces/fleet-member-{cluster}"
+                                   "/works")
+        (work,) = [w for w in works.values() if w["Job"] == "columns"]
+        assert (work["Cluster"], work["Applied"], work["State"]) == (cluster, True, "Running")
+
+        _, clusters = table_rows(hub, "/apis/fleet.sh/v1alpha1/memberclusters")
+        status = hub.get(r.MEMBERCLUSTERS, cluster)["status"]
+        shown = clusters[cluster]
+        assert (shown["Ready"], shown["Capacity-Stale"]) == ("True", "False")
+        assert shown["Free-GPUs"] == status["freeGpus"]
+        assert shown["Nodes"] == 4
+    finally:
+        hub.delete(r.PYTORCHJOBS, "columns", "default")
 
 
 def test_deleting_the_hub_job_removes_its_share_on_the_member(fleet: LocalFleet,

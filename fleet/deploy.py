@@ -39,8 +39,11 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str],
 
 
 def _job_rules(verbs: list[str]) -> list[Body]:
-    return [_rule([group], [*plurals, *(f"{p}/status" for p in plurals)], verbs)
-            for group, plurals in JOB_GROUPS.items()]
+    """``verbs`` on the job kinds; their status subresource serves get, patch and update."""
+    status = ["get", "patch", "update"]
+    return [rule for group, plurals in JOB_GROUPS.items()
+            for rule in (_rule([group], plurals, verbs),
+                         _rule([group], [f"{p}/status" for p in plurals], status))]
 
 
 def _meta(name: str, namespaced: bool = True) -> Body:
@@ -51,80 +54,160 @@ def _meta(name: str, namespaced: bool = True) -> Body:
     return meta
 
 
-def _rbac(name: str, cluster_rules: list[Body], namespace_rules: list[Body]) -> list[Body]:
+def _rbac(name: str, cluster_rules: list[Body],
+          namespace_rules: dict[str, list[Body]]) -> list[Body]:
+    """A ServiceAccount in fleet-system with a ClusterRole and one Role per namespace."""
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
     api = "rbac.authorization.k8s.io/v1"
-    return [
+    out: list[Body] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name)},
         {"apiVersion": api, "kind": "ClusterRole", "metadata": _meta(name, False),
          "rules": cluster_rules},
         {"apiVersion": api, "kind": "ClusterRoleBinding", "metadata": _meta(name, False),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": name}, "subjects": subject},
-        {"apiVersion": api, "kind": "Role", "metadata": _meta(name), "rules": namespace_rules},
-        {"apiVersion": api, "kind": "RoleBinding", "metadata": _meta(name),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": subject},
     ]
+    for namespace, rules in namespace_rules.items():
+        meta = {**_meta(name), "namespace": namespace}
+        out += [
+            {"apiVersion": api, "kind": "Role", "metadata": meta, "rules": rules},
+            {"apiVersion": api, "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": subject},
+        ]
+    return out
+
+
+HUB = "fleet-hub"
+WEBHOOK_CONFIGURATION = "fleet.sh"
+WEBHOOK_TLS_SECRET = "fleet-hub-webhook-tls"
+WEBHOOK_PORT, METRICS_PORT, HEALTH_PORT = 9443, 8080, 8081
+QUEUE_NAMESPACE = "kube-queue"
+# What every container runs as: no root, nothing written outside its emptyDir, the runtime's
+# default seccomp profile, no capabilities.
+POD_SECURITY: Body = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                      "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _container(name: str, image: str, module: str, args: list[str], env: list[Body]) -> Body:
     return {
         "name": name, "image": image, "command": ["python", "-m", module], "args": args,
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
-        "ports": [{"name": "metrics", "containerPort": 8080}],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8081},
-                          "initialDelaySeconds": 30, "periodSeconds": 20},
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"},
+                {"name": "FLEET_METRICS_ADDR", "value": "0.0.0.0"}, *env],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT},
+                  {"name": "health", "containerPort": HEALTH_PORT}],
+        # Liveness: kopf's own probe (its watch loops are alive). Readiness: the process has
+        # synced its caches (and the hub serves its webhook), on the metrics port.
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
+                          "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"},
+                           "periodSeconds": 5, "failureThreshold": 2},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                      "limits": {"memory": "2Gi"}},
+                      "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True,
+                            "seccompProfile": {"type": "RuntimeDefault"},
                             "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def hub_rules() -> list[Body]:
+    """What the hub may do cluster-wide: watch what it decides on, write jobs' placement and
+    Works, publish Queues, read what a Work carries along, and patch only the caBundle of
+    its own webhook configuration. The namespaces it writes to come with the install."""
+    return [
+        *_job_rules(["get", "list", "watch", "patch", "update", "delete"]),
+        _rule(["fleet.sh"], ["works"], ["get", "list", "watch", "create", "patch", "delete"]),
+        _rule(["fleet.sh"], ["memberclusters"], READ),
+        _rule(["fleet.sh"], ["memberclusters/status"], ["patch"]),
+        _rule(["policy.one.alibabacloud.com"],
+              ["propagationpolicies", "clusterpropagationpolicies"], READ),
+        _rule(["scheduling.sigs.k8s.io"], ["elasticquotatrees"], READ),
+        _rule(["scheduling.x-k8s.io"], ["queues"], READ),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
+        _rule([""], ["configmaps", "secrets", "persistentvolumeclaims"], ["get"]),
+        _rule([""], ["events"], ["create", "patch"]),
+        _rule(["coordination.k8s.io"], ["leases"], READ),  # the agents' heartbeats
+        _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
+              ["get", "patch"], [WEBHOOK_CONFIGURATION]),
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+    ]
+
+
+def hub_namespace_rules() -> dict[str, list[Body]]:
+    """Namespace by namespace: the leader's Lease and the webhook's certificate in
+    fleet-system; the Queues it publishes (spec and status) in kube-queue."""
+    return {
+        NAMESPACE: [
+            _rule(["coordination.k8s.io"], ["leases"], ["create", "update"]),
+            _rule([""], ["secrets"], ["create"]),
+            _rule([""], ["secrets"], ["get", "watch", "update"], [WEBHOOK_TLS_SECRET]),
+        ],
+        QUEUE_NAMESPACE: [
+            _rule(["scheduling.x-k8s.io"], ["queues"], ["create", "patch"]),
+            _rule(["scheduling.x-k8s.io"], ["queues/status"], ["patch"]),
+        ],
+    }
+
+
+def webhook_configuration() -> Body:
+    """The hub's validating webhook, reached through its Service; the leader fills in the
+    caBundle from the certificate it keeps in a Secret (the hub never creates or deletes
+    this object, so a replica that exits leaves it to the others)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": _meta(WEBHOOK_CONFIGURATION, False),
+        "webhooks": [{
+            "name": "elasticquotatree.fleet.sh",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": 10,
+            "rules": [{"apiGroups": ["scheduling.sigs.k8s.io"], "apiVersions": ["v1beta1"],
+                       "resources": ["elasticquotatrees"], "operations": ["CREATE", "UPDATE"],
+                       "scope": "*"}],
+            "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
+                                         "path": "/elasticquotatree", "port": WEBHOOK_PORT}},
+        }],
     }
 
 
 def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
     """The hub: two replicas (a Lease elects the one that decides; both serve the webhook)."""
-    name = "fleet-hub"
-    rules = [
-        *_job_rules(ALL),
-        _rule(["fleet.sh"], ["works", "works/status"], ALL),
-        _rule(["fleet.sh"], ["memberclusters", "memberclusters/status"], [*READ, "patch"]),
-        _rule(["policy.one.alibabacloud.com"],
-              ["propagationpolicies", "clusterpropagationpolicies"], READ),
-        _rule(["scheduling.sigs.k8s.io"], ["elasticquotatrees"], READ),
-        _rule(["scheduling.x-k8s.io"], ["queues", "queues/status"], ALL),
-        _rule([""], ["configmaps", "secrets", "persistentvolumeclaims"], READ),
-        _rule([""], ["namespaces"], READ),
-        _rule([""], ["events"], ["create", "patch"]),
-        _rule(["coordination.k8s.io"], ["leases"], READ),  # the agents' heartbeats
-        _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
-              ["get", "list", "watch", "create", "update", "patch"]),
-        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
-    ]
-    leases = [_rule(["coordination.k8s.io"], ["leases"], ALL)]
-    env = [{"name": "FLEET_WEBHOOK_PORT", "value": "9443"},
+    name = HUB
+    env = [{"name": "FLEET_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
            {"name": "FLEET_WEBHOOK_ADDR", "value": "0.0.0.0"},
            {"name": "FLEET_WEBHOOK_HOST", "value": f"{name}.{NAMESPACE}.svc"},
-           {"name": "FLEET_METRICS_PORT", "value": "8080"}]
-    container = _container("hub", image, "fleet.hub", ["--liveness", "http://0.0.0.0:8081/healthz"],
-                           env)
-    container["ports"].append({"name": "webhook", "containerPort": 9443})
+           {"name": "FLEET_METRICS_PORT", "value": str(METRICS_PORT)}]
+    container = _container("hub", image, "fleet.hub",
+                           ["--liveness", f"http://0.0.0.0:{HEALTH_PORT}/healthz"], env)
+    container["ports"].append({"name": "webhook", "containerPort": WEBHOOK_PORT})
     container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
     labels = {"app.kubernetes.io/name": name}
+    rbac = _rbac(name, hub_rules(), hub_namespace_rules())
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(NAMESPACE, False)},
-        *_rbac(name, rules, leases),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(QUEUE_NAMESPACE, False)},
+        *rbac,
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name),
          "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                  "strategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}},
                   "template": {"metadata": {"labels": labels},
                                "spec": {"serviceAccountName": name,
+                                        "securityContext": POD_SECURITY,
+                                        "terminationGracePeriodSeconds": 30,
                                         "containers": [container],
                                         "volumes": [{"name": "tmp", "emptyDir": {}}]}}}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(name),
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name),
          "spec": {"selector": labels,
-                  "ports": [{"name": "webhook", "port": 9443, "targetPort": 9443},
-                            {"name": "metrics", "port": 8080, "targetPort": 8080}]}},
+                  "ports": [{"name": "webhook", "port": WEBHOOK_PORT, "targetPort": "webhook"},
+                            {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
+                            {"name": "health", "port": HEALTH_PORT, "targetPort": "health"}]}},
+        webhook_configuration(),
     ]
 
 
@@ -165,16 +248,18 @@ def agent_manifests(image: str = IMAGE, cluster: str = "CHANGE-ME",
                                   "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}]
     labels = {"app.kubernetes.io/name": name}
     pod_spec: Body = {"serviceAccountName": name, "containers": [container],
+                      "securityContext": POD_SECURITY,
                       "tolerations": [{"operator": "Exists"}],
                       "volumes": [{"name": "hub", "secret": {
                           "secretName": HUB_KUBECONFIG_SECRET}},
                                   {"name": "tmp", "emptyDir": {}}]}
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
-    leases = [_rule(["coordination.k8s.io"], ["leases"], ALL)]
+    leases = [_rule(["coordination.k8s.io"], ["leases"], ["get", "list", "watch", "create",
+                                                          "update"])]
     out = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(NAMESPACE, False)},
-        *_rbac(name, agent_rules(), leases),
+        *_rbac(name, agent_rules(), {NAMESPACE: leases}),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(AGENT_CONFIG),
          "data": {"cluster": cluster}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta(name),
@@ -196,6 +281,8 @@ def render(directory: Path) -> dict[Path, str]:
         names = []
         for body in manifests:
             file = f"{body['kind'].lower()}-{body['metadata']['name']}.yaml"
+            if directory / part / file in files:  # the same Role in another namespace
+                file = file.replace(".yaml", f"-{body['metadata']['namespace']}.yaml")
             names.append(file)
             files[directory / part / file] = yaml.safe_dump(body, sort_keys=False)
         files[directory / part / "kustomization.yaml"] = yaml.safe_dump({

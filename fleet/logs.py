@@ -1,30 +1,45 @@
-"""Structured logs: one JSON object per line, with the component that wrote it."""
+"""Structured logs: one JSON object per line, with the component that wrote it.
+
+The encoding is python-json-logger's (already in the tree through kopf); fleet only fixes the
+field names (``ts``, ``level``, ``component``, ``logger``, ``msg``, ``exc``) and a UTC time
+stamp with milliseconds. A record's ``extra`` fields come out as fields of their own.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(_JsonFormatter):
     def __init__(self, component: str) -> None:
-        super().__init__()
+        super().__init__(
+            "{asctime}{levelname}{name}{message}", style="{",
+            rename_fields={"asctime": "ts", "levelname": "level", "name": "logger",
+                           "message": "msg", "exc_info": "exc"},
+            static_fields={"component": component},
+            json_default=_as_text,
+        )
         self.component = component
 
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "component": self.component,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + \
+            f".{int(record.msecs):03d}Z"
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        log_data["level"] = str(log_data.get("level", "")).lower()
+        return log_data
+
+
+def _as_text(value: object) -> str:
+    """Extra fields the encoder cannot take (kopf attaches its own objects to its records)
+    become short text: a log line must never fail to be written."""
+    text = str(value)
+    return text if len(text) <= 500 else text[:500] + "..."
 
 
 def configure(component: str, level: int = logging.INFO) -> None:
@@ -35,3 +50,5 @@ def configure(component: str, level: int = logging.INFO) -> None:
     root.setLevel(level)
     logging.getLogger("kopf").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    # One line per webhook call, and its response size can read as a status ("200 403").
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from fleet import deploy
+from fleet.api import crds
 from fleet.api.cluster import member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
@@ -26,11 +27,12 @@ from fleet.clients.kube import Body, Kube
 AGENT_SA = "fleet-agent"
 FIELD_MANAGER = "fleet-join"
 AGENT_TOKEN_SECONDS = 365 * 24 * 3600
-REPO_CRDS = Path(__file__).resolve().parent.parent / "crds"
 
 
-def crd_manifests(directory: Path = REPO_CRDS) -> list[Body]:
-    return [yaml.safe_load(p.read_text()) for p in sorted(directory.glob("*.yaml"))]
+def crd_manifests() -> list[Body]:
+    """Every CRD fleet serves, from the models they are generated from (``crds/`` holds the
+    same text; a test keeps it so), so an installed package needs no source tree."""
+    return [crd.manifest() for crd in sorted(crds.ALL, key=lambda c: c.name)]
 
 
 def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60) -> None:
@@ -129,10 +131,7 @@ def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
     # Every CRD, not only the job kinds the agent runs: manifests written for the hub (policies,
     # quota trees) then apply unchanged to a member too.
     install_crds(member, crd_manifests())
-    token = hub.create(r.SERVICEACCOUNTS, {
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"expirationSeconds": AGENT_TOKEN_SECONDS},
-    }, namespace=ns, name=AGENT_SA, subresource="token")["status"]["token"]
+    token = service_account_token(hub, ns, AGENT_SA)
     return agent_kubeconfig(hub_kubeconfig, cluster, token)
 
 
@@ -166,16 +165,30 @@ def unjoin(hub: Kube, cluster: str) -> None:
 
 def agent_kubeconfig(hub_kubeconfig: Path, cluster: str, token: str) -> str:
     """A kubeconfig for the agent: the hub's server and CA, the agent's token, nothing else."""
-    admin: dict[str, Any] = yaml.safe_load(hub_kubeconfig.read_text())
+    return token_kubeconfig(hub_kubeconfig, f"fleet-agent-{cluster}", token)
+
+
+def service_account_token(kube: Kube, namespace: str, name: str,
+                          seconds: int = AGENT_TOKEN_SECONDS) -> str:
+    """A token of the ServiceAccount ``namespace/name`` (TokenRequest API)."""
+    token: str = kube.create(r.SERVICEACCOUNTS, {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }, namespace=namespace, name=name, subresource="token")["status"]["token"]
+    return token
+
+
+def token_kubeconfig(kubeconfig: Path, user: str, token: str) -> str:
+    """A kubeconfig with the server and CA of ``kubeconfig`` and ``token`` as ``user``."""
+    admin: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
     context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
     server_entry = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
     server = dict(server_entry["cluster"])
     if "certificate-authority" in server:
         ca_path = Path(server.pop("certificate-authority"))
         if not ca_path.is_absolute():
-            ca_path = hub_kubeconfig.parent / ca_path
+            ca_path = kubeconfig.parent / ca_path
         server["certificate-authority-data"] = base64.b64encode(ca_path.read_bytes()).decode()
-    user = f"fleet-agent-{cluster}"
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "hub",
         "clusters": [{"name": "hub", "cluster": server}],

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from propagation.clusters import filter_clusters, matches_affinity
-from propagation.fit import Packing, Replica, expand, pack, pack_summed
+from propagation.fit import Packing, Replica, admitted, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
 from propagation.views import (
     ClusterView,
@@ -47,13 +47,20 @@ class Decision:
 
 def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode) -> Packing:
     if mode is FitMode.SUMMED:
-        return pack_summed(replicas, cluster.free)
+        return pack_summed(replicas, cluster.free, cluster.node_groups)
     return pack(replicas, cluster.node_groups, cluster.free)
 
 
 def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMode) -> str:
     missing = packing.unplaced[0]
+    if missing.requirements and not admitted(cluster.node_groups, missing.requirements):
+        wanted = ", ".join(str(r) for r in missing.requirements)
+        return f"{cluster.name}: no node with {wanted} ({missing.role} requires it)"
     if mode is FitMode.SUMMED:
+        if missing.requirements:
+            wanted = ", ".join(str(r) for r in missing.requirements)
+            return (f"{cluster.name}: {len(packing.unplaced)} of {job.replicas} replicas "
+                    f"exceed the summed free capacity of the nodes with {wanted}")
         short = job.total.shortfall(cluster.free)
         return f"{cluster.name}: short of {_fmt(short)} in total"
     scarce = scarcity_order(missing.request)[0] if missing.request else "cpu"
@@ -189,7 +196,8 @@ def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: Pl
         here = counts[cluster.name]
         if not here:
             continue
-        sub = JobDemand(job.key, tuple(Role(r.name, here.get(r.name, 0), r.request, r.leader)
+        sub = JobDemand(job.key, tuple(Role(r.name, here.get(r.name, 0), r.request, r.leader,
+                                            r.node_requirements)
                                        for r in job.roles if here.get(r.name)))
         packing = _pack(cluster, expand(sub.roles), rules.fit_mode)
         if packing.unplaced:
@@ -206,9 +214,12 @@ def _available(cluster: ClusterView, role: Role, mode: FitMode) -> int:
         counts = [free.get(name, 0) // amount for name, amount in role.request.items() if amount]
         return min(counts) if counts else 1_000_000
 
+    groups = admitted(cluster.node_groups, role.node_requirements)
     if mode is FitMode.SUMMED:
-        return fits(cluster.free)
-    return sum(fits(group.free) * group.count for group in cluster.node_groups)
+        if not role.node_requirements:
+            return fits(cluster.free)
+        return fits(sum((g.free.scaled(g.count) for g in groups), Resources()))
+    return sum(fits(group.free) * group.count for group in groups)
 
 
 def _static_weight(cluster: ClusterView, rules: PlacementRules) -> int:

@@ -3,6 +3,7 @@ its replicas unschedulable there) for longer than the policy tolerates."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,8 +30,9 @@ def decide_failover(shares: Sequence[ShareHealth], toleration_seconds: float) ->
     if not expired:
         return None
     first = expired[0]
+    how_long = "" if math.isinf(first.unhealthy_for) else f" for {first.unhealthy_for:.0f}s"
     return Failover(
-        reason=f"{first.cluster}: {first.reason} for {first.unhealthy_for:.0f}s "
+        reason=f"{first.cluster}: {first.reason}{how_long} "
                f"(toleration {toleration_seconds:.0f}s)",
         lost_clusters=tuple(s.cluster for s in shares if s.cluster_lost),
     )

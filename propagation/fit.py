@@ -3,6 +3,9 @@
 Node-aware mode places each replica on one node, largest replicas first, each on the node that
 it leaves with the least of the scarcest resource (best-fit decreasing). Nodes of one shape are
 kept as counted buckets, so a cluster of thousands of identical nodes costs a few buckets.
+A replica with node requirements (a pod's required node affinity, say a GPU model) only goes
+to nodes whose labels satisfy them; nodes are told apart by their labels only then, so jobs
+without requirements keep the label-blind buckets.
 Summed mode only compares totals with the cluster's summed free capacity, as the seed's
 scheduler does; it is kept as the baseline that strands gangs under fragmentation.
 """
@@ -13,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from propagation.resources import Resources, scarcity_order
-from propagation.views import NodeGroup, Role
+from propagation.views import NodeGroup, NodeLabelIn, Role, admits_all
+
+Labels = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -21,11 +26,13 @@ class Replica:
     role: str
     request: Resources
     leader: bool
+    requirements: tuple[NodeLabelIn, ...] = ()
 
 
 def expand(roles: Sequence[Role]) -> list[Replica]:
     """Every replica of ``roles``, largest first (leaders first among equals), deterministic."""
-    replicas = [Replica(r.name, r.request, r.leader) for r in roles for _ in range(r.replicas)]
+    replicas = [Replica(r.name, r.request, r.leader, r.node_requirements)
+                for r in roles for _ in range(r.replicas)]
     order = scarcity_order(sum((r.request for r in roles), Resources()))
 
     def size(replica: Replica) -> tuple[object, ...]:
@@ -35,28 +42,44 @@ def expand(roles: Sequence[Role]) -> list[Replica]:
     return sorted(replicas, key=size)
 
 
+def admitted(groups: Sequence[NodeGroup],
+             requirements: tuple[NodeLabelIn, ...]) -> list[NodeGroup]:
+    """The node groups whose labels satisfy ``requirements``."""
+    if not requirements:
+        return list(groups)
+    return [g for g in groups if admits_all(requirements, g.labels)]
+
+
 class Bins:
     """The free capacity of one cluster's nodes, as buckets of identical nodes.
 
     Amounts are kept as int tuples over just the resources the job asks for, in scarcity
     order, so the best fit is a plain tuple comparison: this is the hot path of division.
+    With ``by_labels`` a bucket's key also holds its nodes' labels (compared after the
+    amounts, so ties between label sets break the same way every time).
     """
 
-    def __init__(self, groups: Sequence[NodeGroup], names: Sequence[str]) -> None:
+    def __init__(self, groups: Sequence[NodeGroup], names: Sequence[str],
+                 by_labels: bool = False) -> None:
         self.names = tuple(names)
-        self._buckets: dict[tuple[int, ...], _Bucket] = {}
+        self._buckets: dict[tuple[tuple[int, ...], Labels], _Bucket] = {}
+        self._admits: dict[tuple[tuple[NodeLabelIn, ...], Labels], bool] = {}
         for group in groups:
             vector = tuple(group.free.get(name, 0) for name in self.names)
             named = list(group.nodes[: group.count])
-            self._add(vector, named, group.count - len(named))
+            labels = group.labels if by_labels else ()
+            self._add((vector, labels), named, group.count - len(named))
 
-    def take(self, request: tuple[int, ...]) -> str | None:
+    def take(self, request: tuple[int, ...],
+             requirements: tuple[NodeLabelIn, ...] = ()) -> str | None:
         """Place one replica; return its node's name ("" when unnamed), None when none fits."""
-        best: tuple[int, ...] | None = None
-        for free in self._buckets:
+        best: tuple[tuple[int, ...], Labels] | None = None
+        for key in self._buckets:
+            free, labels = key
             if all(f >= q for f, q in zip(free, request, strict=True)) and (
-                    best is None or free < best):
-                best = free
+                    best is None or key < best) and (
+                    not requirements or self._admitted(requirements, labels)):
+                best = key
         if best is None:
             return None
         bucket = self._buckets[best]
@@ -65,12 +88,19 @@ class Bins:
             bucket.anonymous -= 1
         if not (bucket.anonymous or bucket.names):
             del self._buckets[best]
-        left = tuple(f - q for f, q in zip(best, request, strict=True))
-        self._add(left, [node] if node else [], 0 if node else 1)
+        left = tuple(f - q for f, q in zip(best[0], request, strict=True))
+        self._add((left, best[1]), [node] if node else [], 0 if node else 1)
         return node
 
-    def _add(self, free: tuple[int, ...], names: list[str], anonymous: int) -> None:
-        bucket = self._buckets.setdefault(free, _Bucket())
+    def _admitted(self, requirements: tuple[NodeLabelIn, ...], labels: Labels) -> bool:
+        known = self._admits.get((requirements, labels))
+        if known is None:
+            known = self._admits[(requirements, labels)] = admits_all(requirements, labels)
+        return known
+
+    def _add(self, key: tuple[tuple[int, ...], Labels], names: list[str],
+             anonymous: int) -> None:
+        bucket = self._buckets.setdefault(key, _Bucket())
         bucket.anonymous += anonymous
         if names:
             bucket.names = sorted(bucket.names + names)
@@ -96,7 +126,7 @@ def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
     """Node-aware: place as many of ``replicas`` (already ordered) as fit, one node each."""
     asked = sum((r.request for r in replicas), Resources())
     names = scarcity_order(asked)
-    bins = Bins(groups, names)
+    bins = Bins(groups, names, by_labels=any(r.requirements for r in replicas))
     placed: list[tuple[Replica, str]] = []
     unplaced: list[Replica] = []
     vectors: dict[Resources, tuple[int, ...]] = {}
@@ -104,7 +134,7 @@ def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
         vector = vectors.get(replica.request)
         if vector is None:
             vector = vectors[replica.request] = tuple(replica.request.get(n, 0) for n in names)
-        node = bins.take(vector)
+        node = bins.take(vector, replica.requirements)
         if node is None:
             unplaced.append(replica)
         else:
@@ -115,14 +145,26 @@ def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
     return Packing(tuple(placed), tuple(unplaced), free - used)
 
 
-def pack_summed(replicas: Sequence[Replica], free: Resources) -> Packing:
-    """Summed mode: replicas fit while their running total fits the summed free capacity."""
+def pack_summed(replicas: Sequence[Replica], free: Resources,
+                groups: Sequence[NodeGroup] = ()) -> Packing:
+    """Summed mode: replicas fit while their running total fits the summed free capacity;
+    a replica with node requirements must also fit the summed free capacity of the nodes
+    (of ``groups``) that satisfy them, less what replicas with the same requirements took."""
     placed: list[tuple[Replica, str]] = []
     unplaced: list[Replica] = []
     remaining = free
+    selected: dict[tuple[NodeLabelIn, ...], Resources] = {}
     for replica in replicas:
-        if replica.request.fits_in(remaining):
+        own = None
+        if replica.requirements:
+            own = selected.get(replica.requirements)
+            if own is None:
+                own = sum((g.free.scaled(g.count)
+                           for g in admitted(groups, replica.requirements)), Resources())
+        if replica.request.fits_in(remaining) and (own is None or replica.request.fits_in(own)):
             remaining = remaining - replica.request
+            if own is not None:
+                selected[replica.requirements] = own - replica.request
             placed.append((replica, ""))
         else:
             unplaced.append(replica)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar, overload
+
+_T = TypeVar("_T")
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
@@ -31,6 +34,18 @@ class Resources(Mapping[str, int]):
             if name == key:
                 return amount
         raise KeyError(key)
+
+    @overload
+    def get(self, key: str, /) -> int | None: ...
+    @overload
+    def get(self, key: str, /, default: int | _T) -> int | _T: ...
+    def get(self, key: str, /, default: object = None) -> object:
+        """As ``Mapping.get``, without raising and catching KeyError for absent names (the
+        common case in packing, where most nodes lack most requested resources)."""
+        for name, amount in self.items_:
+            if name == key:
+                return amount
+        return default
 
     def __iter__(self) -> Iterator[str]:
         return (name for name, _ in self.items_)

@@ -10,6 +10,26 @@ from propagation.resources import Resources
 
 
 @dataclass(frozen=True)
+class NodeLabelIn:
+    """A replica may run only on nodes whose label ``key`` has one of ``values``: a pod's
+    required node affinity with operator In (a nodeSelector is the one-value case)."""
+
+    key: str
+    values: tuple[str, ...]
+
+    def admits(self, labels: tuple[tuple[str, str], ...]) -> bool:
+        return any(k == self.key and v in self.values for k, v in labels)
+
+    def __str__(self) -> str:
+        return f"{self.key} in [{', '.join(self.values)}]"
+
+
+def admits_all(requirements: tuple[NodeLabelIn, ...],
+               labels: tuple[tuple[str, str], ...]) -> bool:
+    return all(r.admits(labels) for r in requirements)
+
+
+@dataclass(frozen=True)
 class Role:
     """One replica type of a job: how many replicas and what each one requests."""
 
@@ -17,6 +37,7 @@ class Role:
     replicas: int
     request: Resources
     leader: bool = False  # master, launcher or chief: goes with the largest share
+    node_requirements: tuple[NodeLabelIn, ...] = ()  # all must hold on a replica's node
 
     @property
     def total(self) -> Resources:
@@ -87,7 +108,7 @@ class ClusterView:
         """Summed free capacity (computed once: views are frozen)."""
         out: dict[str, int] = {}
         for group in self.node_groups:
-            for name, amount in group.free.items():
+            for name, amount in group.free.items_:
                 out[name] = out.get(name, 0) + amount * group.count
         return Resources.of(out)
 

@@ -13,6 +13,7 @@ from quota.amounts import total
 from quota.tree import QuotaNode, field_path, walk
 
 TREE_NAMESPACE = "kube-system"
+MAX_QUOTA_NODES = 1_000  # as fleet.api.limits says (the pure package imports no fleet code)
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,18 @@ def validate_tree(root: QuotaNode, *, namespace: str, name: str,
                         "as equal to its max (the whole tree is guaranteed), so children's mins "
                         "are checked against spec.root.max")
     owners: dict[str, str] = {}
-    for placed in walk(root):
+    nodes = list(walk(root))
+    if len(nodes) > MAX_QUOTA_NODES:
+        errors.append(f"spec.root: the tree has {len(nodes)} nodes, more than "
+                      f"{MAX_QUOTA_NODES}")
+        return Verdict(tuple(errors), tuple(warnings))
+    for placed in nodes:
         node, where = placed.node, field_path(root, placed.path)
+        for field, amounts in (("min", node.min), ("max", node.max)):
+            for resource, amount in sorted(amounts.items()):
+                if amount < 0:  # the schema says so too; a tree stored before it did not
+                    errors.append(f"{where}.{field}[{resource}]: {amount} must not be "
+                                  "negative")
         for resource, low in node.min.items():
             high = node.max.get(resource)
             if high is not None and high < low:

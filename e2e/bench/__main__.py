@@ -1,4 +1,5 @@
-"""``python -m e2e.bench [--quick] [--out FILE]``: run the benchmarks and report them."""
+"""``python -m e2e.bench [--quick] [--only inprocess|onfleet|scale] [--out FILE]``: run the
+benchmarks and report them."""
 
 from __future__ import annotations
 
@@ -6,21 +7,38 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from e2e.bench import inprocess, onfleet
-from e2e.bench.results import report
+from e2e.bench import inprocess, onfleet, scale
+from e2e.bench.results import Result, report
+
+PARTS = ("inprocess", "onfleet", "scale")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench", description=__doc__)
     parser.add_argument("--out", default=".bench/results.jsonl")
     parser.add_argument("--quick", action="store_true", help="in-process benchmarks only")
+    parser.add_argument("--only", choices=PARTS, action="append",
+                        help="run only this part (repeatable)")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--scale-members", type=int, default=100)
+    parser.add_argument("--scale-nodes", type=int, default=200)
+    parser.add_argument("--scale-jobs", type=int, default=10_000)
+    parser.add_argument("--scale-seconds", type=float, default=900.0,
+                        help="the longest the scale bench waits for every job to be bound")
     args = parser.parse_args()
-    results = inprocess.run()
-    if not args.quick:
+    parts = set(args.only or (("inprocess",) if args.quick else PARTS))
+    results: list[Result] = []
+    if "inprocess" in parts:
+        results += inprocess.run()
+    if "onfleet" in parts:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as workdir:
             results += onfleet.run(Path(workdir), jobs=args.jobs, pending=args.pending)
+    if "scale" in parts:
+        with tempfile.TemporaryDirectory(prefix="fleet-scale-") as workdir:
+            results += scale.run(Path(workdir), members=args.scale_members,
+                                 nodes=args.scale_nodes, jobs=args.scale_jobs,
+                                 limit=args.scale_seconds)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     report(results, args.out)
 

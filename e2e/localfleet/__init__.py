@@ -4,6 +4,11 @@
 parallel with kwokctl, gives members fake GPU nodes, installs the CRDs, joins every member, and
 starts the hub controller and one agent per member as separate processes. Kubeconfigs land in
 ``<workdir>/<cluster>.kubeconfig``; logs in ``<workdir>/logs``; ``down()`` stops everything.
+
+With ``nodes="real"`` (``FLEET_NODES=real``) every cluster also gets a real node (containerd,
+kubelet, kube-proxy; ``realnode.py``) and the hub Deployment and agent DaemonSet from
+``deploy/`` run on them as Pods (``pods.py``); when the machine cannot run real nodes it says
+why in one line and falls back to host processes.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, free_ports
+from e2e.localfleet import identities, images, pods
+from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
+from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
 from fleet import onboarding
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -42,6 +49,8 @@ class LocalFleet:
     say: Callable[[str], None] = progress
     hub_args: Sequence[str] = ()
     agent_args: Sequence[str] = ()
+    # "real": a real node per cluster, the hub and agents as Pods on them; "host": processes.
+    nodes: str = field(default_factory=lambda: os.environ.get("FLEET_NODES", "host"))
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
@@ -55,6 +64,11 @@ class LocalFleet:
     def agent_kubeconfig(self, cluster: str) -> Path:
         return self.workdir / f"{cluster}.agent-hub.kubeconfig"
 
+    def identity_kubeconfig(self, cluster: str) -> Path:
+        """The shipped ServiceAccount's credentials: fleet-hub on the hub, fleet-agent on a
+        member (see ``identities``)."""
+        return self.workdir / f"{cluster}.serviceaccount.kubeconfig"
+
     def client(self, cluster: str) -> Kube:
         return Kube(str(self.kubeconfig(cluster)))
 
@@ -63,16 +77,29 @@ class LocalFleet:
         return [HUB, *self.members]
 
     # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def real_nodes(self) -> bool:
+        """Whether this fleet runs real nodes (decided by ``up``)."""
+        return bool(self._load().get("real"))
+
     def up(self, *, with_controllers: bool = True) -> None:
         started = time.monotonic()
+        self.stop_processes()  # what an earlier `up` in this workdir left running
         binaries = self._binaries()
+        self._save(clusters=self.clusters, binaries=str(binaries.directory))
+        real = self._prepare_real_nodes() if self.nodes == "real" else False
         self.start_control_planes(binaries)
+        if real:
+            self.start_real_nodes()
         hub = self.client(HUB)
-        self.say("installing CRDs on the hub")
+        self.say("installing CRDs and deploy/hub (RBAC, namespaces, Service, webhook) on the hub")
         onboarding.install_crds(hub, onboarding.crd_manifests())
+        identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))
         for name, shapes in self.members.items():
             self.join(name, shapes)
-        if with_controllers:
+        if with_controllers and real:
+            self.deploy_pods()
+        elif with_controllers:
             self.start_hub()
             for name in self.members:
                 self.start_agent(name)
@@ -82,6 +109,86 @@ class LocalFleet:
     def _binaries(self) -> Binaries:
         self.say("control-plane binaries: building or reusing the cached ones")
         return Binaries.build(REPO)
+
+    # -- real nodes ----------------------------------------------------------------------
+    def _prepare_real_nodes(self) -> bool:
+        """Build the node binaries and images and create the nodes' network namespaces;
+        False (after saying why) when this machine cannot run real nodes."""
+        reason = unavailable_reason()
+        if reason:
+            self.say(f"no real nodes: {reason}; the hub and agents run as host processes")
+            return False
+        self.say("node binaries and images: building or reusing the cached ones")
+        node_binaries = subprocess.run(
+            ["bash", str(REPO / "e2e" / "toolchain" / "build-node.sh")],
+            check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+        built = [images.pause_image(), images.busybox_image(), images.fleet_image(self.say)]
+        self._save(real={"slot": free_slot(), "node_binaries": node_binaries,
+                         "images": {i.name: str(i.archive) for i in built}})
+        for cluster in self.clusters:
+            self.network(cluster).create()
+        return True
+
+    def network(self, cluster: str) -> NodeNetwork:
+        return NodeNetwork(self._load()["real"]["slot"], self.clusters.index(cluster), cluster)
+
+    def real_node(self, cluster: str) -> RealNode:
+        state = self._load()
+        pki = Kwokctl(Binaries(Path(state["binaries"])), self.workdir).pki(cluster)
+        return RealNode(self.network(cluster), self.workdir / "nodes" / cluster,
+                        self.workdir / f"{cluster}.node.kubeconfig",
+                        ClusterPki(pki / "ca.crt", pki / "admin.crt", pki / "admin.key"),
+                        Path(state["real"]["node_binaries"]), taint=cluster != HUB)
+
+    def _real_settings(self, cluster: str, kwok: Kwokctl) -> RealNodeSettings | None:
+        if not self._load().get("real"):
+            return None
+        net = self.network(cluster)
+        return RealNodeSettings(advertise_address=net.host_ip, service_cidr=net.service_cidr,
+                                cert_sans=(net.host_ip, net.kubernetes_service_ip),
+                                pki=kwok.pki(cluster))
+
+    def start_real_nodes(self, timeout: float = 180) -> None:
+        t0 = time.monotonic()
+        archives = self._load()["real"]["images"]
+        nodes = [self.real_node(cluster) for cluster in self.clusters]
+        for node in nodes:
+            node.net.create_cgroups()
+            node.kubeconfig.write_text(node.net.from_node(
+                self.kubeconfig(node.net.cluster).read_text()))
+            node.write_configs(images.PAUSE)
+            self._spawn(f"{node.net.cluster}-containerd", node.containerd_argv(), {})
+        importing: list[subprocess.Popen[bytes]] = []
+        for node in nodes:
+            node.wait_for_containerd()
+            importing.extend(subprocess.Popen(node.ctr("images", "import", archive),
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             for archive in archives.values())
+        for process in importing:
+            _, err = process.communicate(timeout=600)
+            if process.returncode != 0:
+                raise RuntimeError(f"ctr images import failed: {err.decode()}")
+        self.say(f"real nodes: images imported ({time.monotonic() - t0:.1f}s)")
+        for node in nodes:
+            self._spawn(f"{node.net.cluster}-kubelet", node.kubelet_argv(), {})
+            self._spawn(f"{node.net.cluster}-kube-proxy", node.kube_proxy_argv(), {})
+        for node in nodes:
+            pods.wait_node_ready(self.client(node.net.cluster), node.net.node_name,
+                                 timeout=timeout)
+            self.say(f"{node.net.cluster}: real node {node.net.node_name} Ready "
+                     f"({time.monotonic() - t0:.1f}s)")
+
+    def deploy_pods(self, timeout: float = 300) -> None:
+        """The hub Deployment and each member's agent DaemonSet from deploy/, as Pods."""
+        kubectl = self.binaries()["kubectl"]
+        pods.apply(kubectl, self.kubeconfig(HUB), pods.hub_manifests(self.hub_args))
+        for name in self.members:
+            hub_config = self.network(HUB).from_node(self.agent_kubeconfig(name).read_text())
+            pods.apply(kubectl, self.kubeconfig(name),
+                       pods.agent_manifests(name, hub_config, self.agent_args))
+        for cluster in self.clusters:
+            pods.wait_running(self.client(cluster), pods.NAMESPACE, timeout=timeout)
+            self.say(f"{cluster}: fleet Pods Running")
 
     def start_control_planes(self, binaries: Binaries) -> None:
         kwok = Kwokctl(binaries, self.workdir)
@@ -97,7 +204,8 @@ class LocalFleet:
         creating = {
             name: kwok.start_create(
                 name, member=name != HUB, log=self.workdir / "logs" / f"kwokctl-{name}.log",
-                ports=ports[i * len(PORT_OPTIONS):(i + 1) * len(PORT_OPTIONS)])
+                ports=ports[i * len(PORT_OPTIONS):(i + 1) * len(PORT_OPTIONS)],
+                real=self._real_settings(name, kwok))
             for i, name in enumerate(self.clusters)
         }
         self._save(clusters=self.clusters, binaries=str(binaries.directory))
@@ -106,6 +214,8 @@ class LocalFleet:
                 log = (self.workdir / "logs" / f"kwokctl-{name}.log").read_text()
                 raise RuntimeError(f"creating cluster {name} failed:\n{log[-3000:]}")
             self.kubeconfig(name).write_text(kwok.kubeconfig(name))
+            if self._load().get("real"):
+                self.network(name).expose_api_server(self.kubeconfig(name))
             self.say(f"{name}: API server ready ({time.monotonic() - t0:.1f}s)")
 
     def binaries(self) -> Binaries:
@@ -133,21 +243,34 @@ class LocalFleet:
         for node in node_manifests(name, shapes):
             member.apply(r.NODES, node, field_manager="fleet-localfleet")
         token_config = onboarding.join(hub, member, name, hub_kubeconfig=self.kubeconfig(HUB))
+        identities.install_agent(member, name, self.kubeconfig(name),
+                                 self.identity_kubeconfig(name))
         self.agent_kubeconfig(name).write_text(token_config)
         os.chmod(self.agent_kubeconfig(name), 0o600)
         gpus = sum(s.count * s.gpus for s in shapes)
         self.say(f"{name}: joined ({sum(s.count for s in shapes)} nodes, {gpus} GPUs)")
 
     def start_hub(self, name: str = "hub") -> None:
-        self._spawn(name, [sys.executable, "-m", "fleet.hub", *self.hub_args],
-                    {"KUBECONFIG": str(self.kubeconfig(HUB)),
-                     "FLEET_WEBHOOK_PORT": str(free_ports(1)[0])})
+        """Start a hub replica as the fleet-hub ServiceAccount; the API server reaches its
+        webhook through the fleet-hub Service (an EndpointSlice for this process)."""
+        address = identities.webhook_address()
+        port = identities.free_port(address)
+        process = self._spawn(name, [sys.executable, "-m", "fleet.hub", *self.hub_args],
+                              {"KUBECONFIG": str(self.identity_kubeconfig(HUB)),
+                               "FLEET_WEBHOOK_ADDR": address, "FLEET_WEBHOOK_PORT": str(port)})
+        identities.wait_serving(address, port, lambda: process.poll() is None)
+        identities.add_webhook_endpoint(self.client(HUB), name, address, port)
+        identities.wait_ca_bundle(self.client(HUB))
 
     def start_agent(self, name: str, instance: str = "") -> None:
-        """Start ``name``'s agent; a second ``instance`` stands by for the member's lease."""
+        """Start ``name``'s agent as the member's fleet-agent ServiceAccount with its scoped
+        hub identity; a second ``instance`` stands by for the member's lease."""
+        if not self.identity_kubeconfig(name).exists():  # joined by `kubectl fleet join`
+            identities.install_agent(self.client(name), name, self.kubeconfig(name),
+                                     self.identity_kubeconfig(name))
         self._spawn(f"agent-{name}" + (f"-{instance}" if instance else ""),
                     [sys.executable, "-m", "member_agent", "--cluster", name, *self.agent_args],
-                    {"KUBECONFIG": str(self.kubeconfig(name)),
+                    {"KUBECONFIG": str(self.identity_kubeconfig(name)),
                      "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name))})
 
     def stop_process(self, name: str, sig: int = signal.SIGTERM) -> None:
@@ -156,9 +279,24 @@ class LocalFleet:
         if pid:
             _terminate(int(pid), sig)
         self._save(processes=pids)
+        if name.startswith(HUB):  # short timeouts: the hub's API server may be frozen or gone
+            identities.remove_webhook_endpoint(Kube(str(self.kubeconfig(HUB)), timeout=2), name)
+
+    def stop_processes(self) -> None:
+        """Stop every hub and agent process the state file names (an earlier ``up`` of this
+        workdir may have left them running against control planes it is about to replace)."""
+        for name, pid in self._load().get("processes", {}).items():
+            if _is_fleet_process(int(pid)):  # never a process that reused a stale pid
+                self.say(f"stopping {name} (pid {pid})")
+                _terminate(int(pid), signal.SIGTERM)
+        self._save(processes={})
 
     def pid(self, process: str) -> int:
         return int(self._load()["processes"][process])
+
+    def metrics_port(self, process: str) -> int:
+        """Where ``process`` (``hub``, ``agent-member1``) serves /metrics on 127.0.0.1."""
+        return int(self._load()["metrics_ports"][process])
 
     def processes(self) -> dict[str, int]:
         """The hub and agent processes started here, by name."""
@@ -175,21 +313,27 @@ class LocalFleet:
         self.say(f"{cluster}: sent {signal.Signals(sig).name} to {component} (pid {pid})")
 
     def down(self) -> None:
+        self.stop_processes()
         state = self._load()
-        for name, pid in state.get("processes", {}).items():
-            self.say(f"stopping {name}")
-            _terminate(int(pid), signal.SIGTERM)
         binaries = state.get("binaries")
         if binaries:
             kwok = Kwokctl(Binaries(Path(binaries)), self.workdir)
             for name in kwok.clusters():
                 self.say(f"deleting cluster {name}")
                 kwok.delete(name)
+        if state.get("real"):
+            for cluster in state.get("clusters", []):
+                self.say(f"{cluster}: removing the real node's containers, mounts, cgroups "
+                         "and network namespace")
+                self.real_node(cluster).cleanup()
         self._state_file.unlink(missing_ok=True)
 
     # -- helpers ---------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, name: str, argv: list[str],
+               env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.workdir / "logs" / f"{name}.log").open("ab")
+        metrics_port = int(env.get("FLEET_METRICS_PORT") or free_ports(1)[0])
+        env = {**env, "FLEET_METRICS_PORT": str(metrics_port)}
         pythonpath = os.pathsep.join([str(REPO), str(REPO / "member-agent"),
                                       os.environ.get("PYTHONPATH", "")])
         process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
@@ -197,8 +341,10 @@ class LocalFleet:
                                    start_new_session=True)
         processes = self._load().get("processes", {})
         processes[name] = process.pid
-        self._save(processes=processes)
+        ports = {**self._load().get("metrics_ports", {}), name: metrics_port}
+        self._save(processes=processes, metrics_ports=ports)
         self.say(f"started {name} (pid {process.pid}, log {log.name})")
+        return process
 
     def _load(self) -> dict[str, Any]:
         if self._state_file.exists():
@@ -210,6 +356,14 @@ class LocalFleet:
         state = self._load()
         state.update(updates)
         self._state_file.write_text(json.dumps(state, indent=2))
+
+
+def _is_fleet_process(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(arg in (b"fleet.hub", b"member_agent") for arg in argv)
 
 
 def _terminate(pid: int, sig: int, timeout: float = 10) -> None:

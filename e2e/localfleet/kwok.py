@@ -56,8 +56,22 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+@dataclass(frozen=True)
+class RealNodeSettings:
+    """What a cluster with a real node needs of its control plane: the API server advertised
+    on the host end of the node's veth (the ``kubernetes`` Service's endpoint; the host
+    forwards it to 127.0.0.1, where kwokctl's components talk), that address and the Service's
+    in its certificate, a service CIDR of its own, a client certificate for kubelets, and kwok
+    kept off the real node."""
+
+    advertise_address: str
+    service_cidr: str
+    cert_sans: tuple[str, ...]
+    pki: Path  # kwokctl's pki directory of this cluster (admin.crt, admin.key, ca.crt)
+
+
 def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
-                   audit_policy: Path | None = None) -> str:
+                   audit_policy: Path | None = None, real: RealNodeSettings | None = None) -> str:
     options: dict[str, object] = {
         **dict(zip(PORT_OPTIONS, ports, strict=True)),
         "runtime": "binary",
@@ -75,14 +89,36 @@ def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
         "nodeLeaseDurationSeconds": 40,
     }
     if not member:
-        options["disable"] = ["kube-scheduler", "kwok-controller"]
+        # With a real node the hub schedules its own Pods.
+        options["disable"] = ["kwok-controller"] if real else ["kube-scheduler", "kwok-controller"]
     if audit_policy is not None:
         options["kubeAuditPolicy"] = str(audit_policy)
-    docs: list[object] = [{
+    config: dict[str, object] = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
         "options": options,
-    }]
+    }
+    # Webhooks (the hub's) are called at an endpoint of their Service, not its cluster IP
+    # (host processes have no cluster IP routing; with real nodes it saves a hop).
+    apiserver_args = {"enable-aggregator-routing": "true"}
+    patches: list[dict[str, object]] = []
+    if real:
+        options["kubeApiserverCertSANs"] = list(real.cert_sans)
+        apiserver_args.update({
+            "advertise-address": real.advertise_address,
+            "service-cluster-ip-range": real.service_cidr,
+            "kubelet-preferred-address-types": "InternalIP,Hostname",
+            "kubelet-client-certificate": str(real.pki / "admin.crt"),
+            "kubelet-client-key": str(real.pki / "admin.key"),
+        })
+        # kwok fakes only the GPU nodes (annotated), never the real node or its Pods.
+        patches.append({"name": "kwok-controller", "extraArgs": [
+            {"key": "manage-all-nodes", "value": "false"},
+            {"key": "manage-nodes-with-annotation-selector", "value": "kwok.x-k8s.io/node=fake"}]})
+    config["componentsPatches"] = [
+        {"name": "kube-apiserver",
+         "extraArgs": [{"key": k, "value": v} for k, v in apiserver_args.items()]}, *patches]
+    docs: list[object] = [config]
     if member:
         docs.extend(d for d in yaml.safe_load_all(STAGES.read_text()) if d)
     return yaml.safe_dump_all(docs, sort_keys=False)
@@ -115,11 +151,15 @@ class Kwokctl:
             raise RuntimeError(f"kwokctl {' '.join(args)} failed:\n{done.stdout}")
         return done.stdout
 
+    def pki(self, name: str) -> Path:
+        return self.root / name / "clusters" / name / "pki"
+
     def start_create(self, name: str, *, member: bool, log: Path, ports: list[int],
-                     audit_policy: Path | None = None) -> subprocess.Popen[bytes]:
+                     audit_policy: Path | None = None,
+                     real: RealNodeSettings | None = None) -> subprocess.Popen[bytes]:
         config = self.workdir / f"{name}.kwokctl.yaml"
         config.write_text(kwokctl_config(self.binaries, member=member, ports=ports,
-                                         audit_policy=audit_policy))
+                                         audit_policy=audit_policy, real=real))
         scratch = self.workdir / f"{name}.kwokctl-kubeconfig"
         return subprocess.Popen(
             [self.binaries["kwokctl"], "create", "cluster", "--name", name, "--config", str(config),

@@ -11,6 +11,7 @@ reports are integers in canonical units (cpu in millicores, memory in bytes, dev
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -26,6 +27,39 @@ HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
 # On every Work from its creation: the member's agent removes it once it has taken the Work's
 # objects off the member (the hub drops it itself for a member it has lost).
 AGENT_FINALIZER = "fleet.sh/agent"
+
+# Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
+# keeps it on the job (this annotation, written by the bind, which is guarded by the job's
+# resourceVersion, so it only ever grows); each Work carries it (``spec.placement.generation``)
+# and the member job the agent applies carries it (this annotation). An agent runs a member job
+# only while a Work of its generation exists in its hub namespace, and removes it otherwise.
+PLACEMENT_GENERATION = "fleet.sh/placement-generation"
+
+# A Work's health, written by the agent: ``Healthy`` False counts toward application failover.
+# Its reason says why; these reasons are member-side failures the hub also shows on the job as
+# a ``ReplicaFailure`` condition and an event naming the member.
+HEALTHY = "Healthy"
+REPLICA_FAILURE = "ReplicaFailure"
+MEMBER_FAILURE_REASONS = frozenset({
+    "PriorityClassNotFound",  # the pod names a PriorityClass the member does not have
+    "MemberQuotaExceeded",  # a ResourceQuota on the member refuses the pod
+    "AdmissionDenied",  # an admission webhook or policy on the member refuses it
+    "Forbidden",  # any other 403 on pod creation
+    "Invalid",  # the member's API server finds the pod invalid (422, 400)
+    "PodCreateRefused",  # another permanent refusal of the pod
+    "ImagePullFailed",  # the member's nodes cannot pull the image
+    "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
+})
+
+
+def placement_generation(meta: Mapping[str, Any]) -> int:
+    """The placement generation in an object's annotations; 0 for objects placed before
+    fencing existed (a Work without one carries 0 too, so they still match)."""
+    text = (meta.get("annotations") or {}).get(PLACEMENT_GENERATION)
+    try:
+        return max(0, int(text)) if text is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def member_namespace(cluster: str) -> str:
@@ -113,6 +147,11 @@ class WorkPlacement(KubeModel):
         description="Index of this cluster's first replica per role, when a job is split.",
     )
     nodes: list[str] = Field(default_factory=list, description="Nodes reserved for this share.")
+    generation: int = Field(
+        default=0, ge=0,
+        description="The job's placement generation (fencing): the agent runs the member job "
+                    "only while a Work of its generation exists, and removes older copies.",
+    )
 
 
 class WorkSpec(KubeModel):

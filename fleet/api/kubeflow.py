@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic.config import JsonDict, JsonValue
 
+from fleet.api import limits
 from fleet.api.base import Condition, KubeModel, ObjectMeta
 from fleet.api.pods import PodTemplateSpec
 
@@ -30,7 +31,8 @@ class CleanPodPolicy(StrEnum):
 
 
 class ReplicaSpec(KubeModel):
-    replicas: Annotated[int, Field(ge=1, description="Pods of this type (default 1).")] = 1
+    replicas: Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS,
+                                   description="Pods of this type (default 1).")] = 1
     restart_policy: RestartPolicy | None = Field(
         default=None, description="Never, OnFailure, Always or ExitCode (default Never)."
     )
@@ -38,22 +40,22 @@ class ReplicaSpec(KubeModel):
 
 
 class SchedulingPolicy(KubeModel):
-    min_available: int | None = Field(default=None, ge=1)
-    queue: str | None = None
-    priority_class: str | None = None
-    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
+    queue: str | None = Field(default=None, max_length=limits.MAX_NAME)
+    priority_class: str | None = Field(default=None, max_length=limits.MAX_NAME)
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0, le=limits.MAX_SECONDS)
 
 
 class RunPolicy(KubeModel):
     clean_pod_policy: CleanPodPolicy | None = Field(
         default=None, description="Which pods to delete when the job finishes (default None)."
     )
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
-    backoff_limit: int | None = Field(default=None, ge=0)
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=limits.MAX_SECONDS)
+    active_deadline_seconds: int | None = Field(default=None, ge=1, le=limits.MAX_SECONDS)
+    backoff_limit: int | None = Field(default=None, ge=0, le=limits.MAX_BACKOFF_LIMIT)
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = None
-    managed_by: str | None = None
+    managed_by: str | None = Field(default=None, max_length=limits.MAX_TEXT)
 
 
 class ReplicaStatus(KubeModel):
@@ -96,13 +98,23 @@ def _rule(rule: str, message: str) -> JsonDict:
     return {"rule": rule, "message": message}
 
 
+def _total_replicas(field: str) -> JsonDict:
+    """The job's replicas over all types (a type's default is 1) stay within the job cap."""
+    return _rule(f"self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() "
+                 f"<= {limits.MAX_JOB_REPLICAS}",
+                 f"{field}[*].replicas: the job's replicas must add up to at most "
+                 f"{limits.MAX_JOB_REPLICAS}")
+
+
 def _replica_rules(field: str, allowed: tuple[str, ...], container: str,
                    *extra: JsonDict) -> JsonDict:
-    """CEL rules on a map of replica specs: known types, the kind's container in each."""
+    """CEL rules on a map of replica specs: known types, the kind's container in each, the
+    job's total of replicas."""
     names = ", ".join(allowed)
     quoted = ", ".join(f"'{a}'" for a in allowed)
     rules: list[JsonValue] = [
         _rule(f"self.all(k, k in [{quoted}])", f"{field}: replica type must be one of {names}"),
+        _total_replicas(field),
         _rule(f"self.all(k, self[k].template.spec.containers.exists(c, c.name == '{container}'))",
               f"{field}[*].template.spec.containers: each replica type needs a container named "
               f"'{container}'"),
@@ -117,19 +129,17 @@ def _exactly_one(field: str, role: str) -> JsonDict:
                  f"{field}.{role}.replicas: must be 1")
 
 
-# More entries than a kind has types, so that an unknown type meets the CEL rule naming the
-# allowed ones rather than a bare size error, while CEL cost stays bounded.
-MAX_REPLICA_TYPES = 8
+MAX_REPLICA_TYPES = limits.MAX_REPLICA_TYPES
 PYTORCH_TYPES = ("Master", "Worker")
 TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 MPI_TYPES = ("Launcher", "Worker")
 
 
 class ElasticPolicy(KubeModel):
-    min_replicas: int | None = Field(default=None, ge=1)
-    max_replicas: int | None = Field(default=None, ge=1)
-    rdzv_backend: str | None = None
-    n_proc_per_node: int | None = Field(default=None, ge=1)
+    min_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
+    max_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
+    rdzv_backend: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    n_proc_per_node: int | None = Field(default=None, ge=1, le=limits.MAX_SLOTS_PER_WORKER)
 
 
 class PyTorchJobSpec(KubeModel):
@@ -146,7 +156,7 @@ class PyTorchJobSpec(KubeModel):
     ]
     run_policy: RunPolicy | None = None
     elastic_policy: ElasticPolicy | None = None
-    nproc_per_node: str | None = None
+    nproc_per_node: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
 class PyTorchJob(KubeModel):
@@ -192,7 +202,8 @@ class TFJob(KubeModel):
 
 class MPIJobSpec(KubeModel):
     slots_per_worker: int | None = Field(
-        default=None, ge=1, description="MPI slots per worker in the hostfile (default 1)."
+        default=None, ge=1, le=limits.MAX_SLOTS_PER_WORKER,
+        description="MPI slots per worker in the hostfile (default 1)."
     )
     clean_pod_policy: CleanPodPolicy | None = Field(
         default=None, description="Deprecated: use runPolicy.cleanPodPolicy."
@@ -206,13 +217,14 @@ class MPIJobSpec(KubeModel):
                 _rule("self.all(k, k in ['Launcher', 'Worker'])",
                       "spec.mpiReplicaSpecs: replica type must be one of Launcher, Worker"),
                 _rule("'Launcher' in self", "spec.mpiReplicaSpecs.Launcher: is required"),
+                _total_replicas("spec.mpiReplicaSpecs"),
                 _exactly_one("spec.mpiReplicaSpecs", "Launcher"),
             ]},
             description="Launcher (exactly 1 replica) and Worker replica specs.",
         ),
     ]
     run_policy: RunPolicy | None = None
-    main_container: str | None = None
+    main_container: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
 class MPIJob(KubeModel):

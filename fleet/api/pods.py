@@ -12,19 +12,38 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, WithJsonSchema
 from pydantic.config import JsonDict
 
+from fleet.api import limits
 from fleet.api.base import KubeModel
-from fleet.api.quantity import QUANTITY_PATTERN
+from fleet.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
 
+_QUANTITY_SCHEMA: JsonDict = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
+    "maxLength": limits.MAX_QUANTITY_LENGTH,
+    "minimum": 0,
+    "maximum": limits.MAX_QUANTITY,
+}
+# A request or limit: not negative, at most 1E (10^18) in its unit, written in at most 64
+# characters. The schema bounds the integer form; CEL compares the string form.
 Quantity = Annotated[
     str | int | float,
-    WithJsonSchema(
-        {
-            "x-kubernetes-int-or-string": True,
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-        }
-    ),
+    WithJsonSchema({**_QUANTITY_SCHEMA, "x-kubernetes-validations": [{
+        # The exponent guard keeps CEL from parsing what the pattern refuses ("1e999999999").
+        "rule": "type(self) != string || self.matches('[eE][-+]?[0-9]{3}') || "
+                "!isQuantity(self) || "
+                f"quantity(self).compareTo(quantity('{limits.MAX_QUANTITY_TEXT}')) <= 0",
+        "message": f"must be at most {limits.MAX_QUANTITY_TEXT} (10^18)",
+    }]}),
 ]
+# The same without CEL, for quota trees: nested eight deep with a hundred children each, a
+# rule per amount would exceed the API server's CEL cost budget; the hub's webhook compares
+# their string forms with the bound instead.
+PlainQuantity = Annotated[str | int | float, WithJsonSchema(_QUANTITY_SCHEMA)]
+ResourceMap = Annotated[dict[str, Quantity], Field(max_length=limits.MAX_RESOURCES)]
+PlainResourceMap = Annotated[dict[str, PlainQuantity], Field(max_length=limits.MAX_RESOURCES)]
+Argument = Annotated[str, Field(max_length=limits.MAX_ARG_LENGTH)]
+Arguments = Annotated[list[Argument], Field(max_length=limits.MAX_ARGS)]
 
 PRESERVE: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 ITEMS_PRESERVED: JsonDict = {"items": {"type": "object", **PRESERVE}}
@@ -40,15 +59,15 @@ class OpenModel(KubeModel):
 
 
 class ResourceRequirements(OpenModel):
-    limits: dict[str, Quantity] = Field(default_factory=dict)
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: ResourceMap = Field(default_factory=dict)
+    requests: ResourceMap = Field(default_factory=dict)
 
 
 class Container(OpenModel):
-    name: str = Field(min_length=1)
-    image: str | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
+    name: str = Field(min_length=1, max_length=limits.MAX_LABEL_VALUE)
+    image: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    command: Arguments | None = None
+    args: Arguments | None = None
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
 
 
@@ -57,12 +76,18 @@ class PodSpec(OpenModel):
         min_length=1, max_length=MAX_CONTAINERS, description="At least one container, as in a Pod."
     )
     init_containers: list[Container] | None = Field(default=None, max_length=MAX_CONTAINERS)
-    priority_class_name: str | None = None
+    priority_class_name: str | None = Field(default=None, max_length=limits.MAX_NAME)
 
 
 class TemplateMetadata(OpenModel):
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
+    """Pods' labels and annotations; the member's API server checks their syntax, these bounds
+    keep what the hub stores and copies into every Work within the same limits."""
+
+    labels: Annotated[dict[str, Annotated[str, Field(max_length=limits.MAX_LABEL_VALUE)]],
+                      Field(max_length=limits.MAX_METADATA_ENTRIES)] | None = None
+    annotations: Annotated[
+        dict[str, Annotated[str, Field(max_length=limits.MAX_ANNOTATIONS_SIZE)]],
+        Field(max_length=limits.MAX_METADATA_ENTRIES)] | None = None
 
 
 class PodTemplateSpec(OpenModel):

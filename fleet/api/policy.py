@@ -7,34 +7,43 @@ their replicas are divided, whether they wait in a quota queue first, and how th
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
+from fleet.api import limits
 from fleet.api.base import KubeModel, ObjectMeta
+
+Name = Annotated[str, Field(max_length=limits.MAX_NAME)]
+Names = Annotated[list[Name], Field(max_length=limits.MAX_CLUSTER_NAMES)]
+LabelMap = Annotated[dict[str, Annotated[str, Field(max_length=limits.MAX_LABEL_VALUE)]],
+                     Field(max_length=limits.MAX_LABEL_TERMS)]
 
 
 class LabelSelectorRequirement(KubeModel):
-    key: str = Field(min_length=1)
+    key: str = Field(min_length=1, max_length=limits.MAX_KEY)
     operator: str = Field(pattern=r"^(In|NotIn|Exists|DoesNotExist)$")
-    values: list[str] = Field(default_factory=list)
+    values: Annotated[list[Annotated[str, Field(max_length=limits.MAX_LABEL_VALUE)]],
+                      Field(max_length=limits.MAX_LABEL_VALUES)] = Field(default_factory=list)
 
 
 class LabelSelector(KubeModel):
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    match_labels: LabelMap = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, max_length=limits.MAX_LABEL_TERMS)
 
 
 class ResourceSelector(KubeModel):
-    api_version: str = Field(min_length=1)
-    kind: str = Field(min_length=1)
-    namespace: str | None = None
-    name: str | None = None
+    api_version: str = Field(min_length=1, max_length=limits.MAX_NAME)
+    kind: str = Field(min_length=1, max_length=limits.MAX_NAME)
+    namespace: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
+    name: str | None = Field(default=None, max_length=limits.MAX_NAME)
     label_selector: LabelSelector | None = None
 
 
 class ClusterAffinity(KubeModel):
-    cluster_names: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
+    cluster_names: Names = Field(default_factory=list)
+    exclude: Names = Field(default_factory=list)
     label_selector: LabelSelector | None = None
 
 
@@ -45,11 +54,11 @@ class TaintEffect(StrEnum):
 
 
 class Toleration(KubeModel):
-    key: str | None = None
+    key: str | None = Field(default=None, max_length=limits.MAX_KEY)
     operator: str | None = Field(default=None, pattern=r"^(Exists|Equal)$")
-    value: str | None = None
+    value: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
     effect: TaintEffect | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0, le=limits.MAX_SECONDS)
 
 
 class SpreadConstraint(KubeModel):
@@ -59,9 +68,9 @@ class SpreadConstraint(KubeModel):
     }]})
 
     spread_by_field: str | None = Field(default=None, pattern=r"^(cluster|region|zone|provider)$")
-    spread_by_label: str | None = None
-    max_groups: int | None = Field(default=None, ge=1)
-    min_groups: int | None = Field(default=None, ge=1)
+    spread_by_label: str | None = Field(default=None, max_length=limits.MAX_KEY)
+    max_groups: int | None = Field(default=None, ge=1, le=limits.MAX_GROUPS)
+    min_groups: int | None = Field(default=None, ge=1, le=limits.MAX_GROUPS)
 
 
 class ReplicaSchedulingType(StrEnum):
@@ -80,7 +89,7 @@ class CustomSchedulingType(StrEnum):
 
 class StaticClusterWeight(KubeModel):
     target_cluster: ClusterAffinity
-    weight: int = Field(ge=1)
+    weight: int = Field(ge=1, le=limits.MAX_WEIGHT)
 
 
 class DynamicWeightFactor(StrEnum):
@@ -88,7 +97,8 @@ class DynamicWeightFactor(StrEnum):
 
 
 class ClusterPreferences(KubeModel):
-    static_weight_list: list[StaticClusterWeight] = Field(default_factory=list)
+    static_weight_list: list[StaticClusterWeight] = Field(default_factory=list,
+                                                          max_length=limits.MAX_WEIGHTS)
     dynamic_weight: DynamicWeightFactor | None = None
 
 
@@ -105,8 +115,10 @@ class ReplicaScheduling(KubeModel):
 
 class Placement(KubeModel):
     cluster_affinity: ClusterAffinity | None = None
-    cluster_tolerations: list[Toleration] = Field(default_factory=list)
-    spread_constraints: list[SpreadConstraint] = Field(default_factory=list)
+    cluster_tolerations: list[Toleration] = Field(default_factory=list,
+                                                  max_length=limits.MAX_TOLERATIONS)
+    spread_constraints: list[SpreadConstraint] = Field(
+        default_factory=list, max_length=limits.MAX_SPREAD_CONSTRAINTS)
     replica_scheduling: ReplicaScheduling | None = None
 
 
@@ -117,13 +129,13 @@ class PurgeMode(StrEnum):
 
 
 class DecisionConditions(KubeModel):
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    toleration_seconds: int | None = Field(default=None, ge=0, le=limits.MAX_SECONDS)
 
 
 class ApplicationFailover(KubeModel):
     decision_conditions: DecisionConditions | None = None
     purge_mode: PurgeMode | None = Field(default=None, description="Default Graciously.")
-    grace_period_seconds: int | None = Field(default=None, ge=0)
+    grace_period_seconds: int | None = Field(default=None, ge=0, le=limits.MAX_SECONDS)
 
 
 class Failover(KubeModel):
@@ -137,12 +149,14 @@ class Suspension(KubeModel):
 
 
 class PropagationPolicySpec(KubeModel):
-    resource_selectors: list[ResourceSelector] = Field(min_length=1)
+    resource_selectors: list[ResourceSelector] = Field(min_length=1,
+                                                       max_length=limits.MAX_SELECTORS)
     placement: Placement | None = None
     propagate_deps: bool | None = None
     failover: Failover | None = None
     suspension: Suspension | None = None
-    priority: int | None = Field(default=None, description="Higher wins among matching policies.")
+    priority: int | None = Field(default=None, ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY,
+                                 description="Higher wins among matching policies.")
 
 
 class PropagationPolicy(KubeModel):

@@ -3,17 +3,34 @@
 The pure packages work on integers only. cpu is counted in millicores; every other resource
 in its base unit (memory in bytes, GPUs and ``kube-queue/max-jobs`` as counts). Rounding is
 up, as the kubelet does, so a request never looks smaller than it is.
+
+Why not ``kubernetes.utils.parse_quantity``: the modules that parse quantities (``fleet.api``,
+``fleet.kinds``, the agent's capacity grouping) are pure and may not import the API client
+(import-linter), and that function is laxer than the API server: it takes ``1e-3m``,
+``1_000`` and ``True``, which the server's quantity pattern (used here) refuses. Where both
+accept a text they agree exactly (``tests/unit/test_quantity.py`` checks them against each
+other).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
+
+from fleet.api.limits import MAX_QUANTITY, MAX_QUANTITY_TEXT
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+# What a request, a limit or a quota may say: no sign but "+" (a negative amount would add
+# capacity where it is subtracted), and a decimal exponent of at most two digits: parsing
+# "1e999999999" ties up the API server's quantity library (and the Python int it denotes
+# would take a gigabyte), while 10^18 is already more than any cluster has of anything.
+NON_NEGATIVE_QUANTITY_PATTERN = (
+    r"^(\+)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,2}))?$"
 )
 _QUANTITY = re.compile(QUANTITY_PATTERN)
 _EXPONENT = re.compile(r"[eE][+-]?[0-9.]*[0-9][0-9.]*$")
@@ -55,13 +72,18 @@ def parse_quantity(value: str | int | float) -> Decimal:
             number, suffix = text[:-1], text[-1]
     try:
         return Decimal(number) * _SUFFIX[suffix]
-    except InvalidOperation as exc:  # pragma: no cover - the regex rules this out
-        raise QuantityError(f"{value!r} is not a quantity") from exc
+    except DecimalException as exc:  # an exponent beyond what Decimal holds: "1e999999999Ei"
+        raise QuantityError(f"{value!r} is not a quantity fleet can count") from exc
 
 
 def canonical(resource: str, value: str | int | float) -> int:
-    """The quantity in the integer unit fleet counts ``resource`` in (see module doc)."""
+    """The quantity in the integer unit fleet counts ``resource`` in (see module doc).
+
+    Amounts beyond ``MAX_QUANTITY`` are refused before they become integers: "1e999999999"
+    is a valid Kubernetes quantity whose integer would take a gigabyte of digits."""
     amount = parse_quantity(value)
+    if abs(amount) > MAX_QUANTITY:
+        raise QuantityError(f"{value!r} is above the bound {MAX_QUANTITY_TEXT}")
     if resource == CPU:
         amount *= 1000
     return math.ceil(amount)

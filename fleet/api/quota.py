@@ -13,8 +13,9 @@ from typing import Annotated
 from pydantic import Field
 from pydantic.config import JsonDict
 
+from fleet.api import limits
 from fleet.api.base import Condition, KubeModel, ObjectMeta
-from fleet.api.pods import Quantity
+from fleet.api.pods import PlainResourceMap
 
 _NODE_RULES: JsonDict = {
     "x-kubernetes-validations": [
@@ -28,9 +29,14 @@ _NODE_RULES: JsonDict = {
 
 class QuotaNode(KubeModel):
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    min: dict[str, Quantity] = Field(default_factory=dict, description="Guaranteed amounts.")
-    max: dict[str, Quantity] = Field(default_factory=dict, description="Ceilings.")
-    namespaces: list[str] = Field(default_factory=list)
+    min: PlainResourceMap = Field(default_factory=dict, description="Guaranteed amounts.")
+    max: PlainResourceMap = Field(default_factory=dict, description="Ceilings.")
+    namespaces: Annotated[list[Annotated[str, Field(max_length=limits.MAX_LABEL_VALUE)]],
+                          Field(max_length=limits.MAX_QUOTA_NAMESPACES)] = Field(
+        default_factory=list)
+    # No maxItems here: the API server would multiply the CEL cost of the node rule by 100 per
+    # level; the request size bounds the estimate instead, and the webhook counts the nodes
+    # (at most fleet.api.limits.MAX_QUOTA_NODES).
     children: list[QuotaNode] = Field(default_factory=list)
 
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict, JsonValue
 
+from fleet.api import limits
 from fleet.api.base import Condition, KubeModel, ObjectMeta
 from fleet.api.kubeflow import QueueInfo, RestartPolicy
-from fleet.api.pods import ITEMS_PRESERVED, PRESERVE, OpenModel, PodTemplateSpec
+from fleet.api.pods import ITEMS_PRESERVED, PRESERVE, Arguments, OpenModel, PodTemplateSpec
 
 
 class T9kScheduler(KubeModel):
-    queue: str = Field(min_length=1)
+    queue: str = Field(min_length=1, max_length=limits.MAX_NAME)
     priority: int | None = Field(default=None, ge=0, le=100)
 
 
@@ -29,15 +31,18 @@ class SchedulerPolicy(KubeModel):
 class ReplicaModeSpec(KubeModel):
     """How one replica type behaves in debug mode, or comes back from pause mode."""
 
-    type: str = Field(min_length=1)
+    type: str = Field(min_length=1, max_length=limits.MAX_LABEL_VALUE)
     skip_init_container: bool | None = Field(default=None, description="Default false.")
-    command: list[str] | None = None
-    args: list[str] | None = None
+    command: Arguments | None = None
+    args: Arguments | None = None
+
+
+ModeSpecs = Annotated[list[ReplicaModeSpec], Field(max_length=limits.MAX_MODE_SPECS)]
 
 
 class DebugMode(KubeModel):
     enabled: bool = False
-    replica_specs: list[ReplicaModeSpec] = Field(default_factory=list)
+    replica_specs: ModeSpecs = Field(default_factory=list)
 
 
 PAUSE_IMMUTABLE = {
@@ -53,7 +58,7 @@ PAUSE_IMMUTABLE = {
 
 class PauseMode(KubeModel):
     enabled: bool = False
-    resume_specs: list[ReplicaModeSpec] | None = None
+    resume_specs: ModeSpecs | None = None
 
 
 class RunMode(KubeModel):
@@ -97,33 +102,54 @@ def _mpi_worker_rule() -> dict[str, object]:
     }
 
 
+def _mode_types_rule(types: str, names: str) -> JsonDict:
+    """Debug and resume specs name replica types the job has (CEL over the whole spec)."""
+    rules: list[JsonValue] = []
+    for path, field in (("runMode.debug", "replicaSpecs"), ("runMode.pause", "resumeSpecs")):
+        rules.append({
+            "rule": f"!has(self.runMode) || !has(self.{path}) || !has(self.{path}.{field}) || "
+                    f"self.{path}.{field}.all(s, s.type in {types})",
+            "message": f"spec.{path}.{field}[*].type: must name a replica type of the job "
+                       f"({names})",
+        })
+    return {"x-kubernetes-validations": rules}
+
+
 class MPIWorker(KubeModel):
-    replicas: int = Field(default=1, ge=1)
-    extra_mpi_args: list[str] = Field(
+    replicas: int = Field(default=1, ge=1, le=limits.MAX_REPLICAS)
+    extra_mpi_args: Arguments = Field(
         default_factory=list, alias="extraMPIArgs", description="Extra mpirun arguments."
     )
-    cmd: list[str] = Field(min_length=1, description="The command each MPI process runs.")
+    cmd: Arguments = Field(min_length=1, description="The command each MPI process runs.")
     template: PodTemplateSpec
 
 
 class SSHConfig(KubeModel):
     ssh_auth_mount_path: str | None = Field(
-        default=None, pattern=r"^/", description="Where the job's SSH key is mounted "
+        default=None, pattern=r"^/", max_length=limits.MAX_TEXT,
+        description="Where the job's SSH key is mounted "
         "(default /root/.ssh); another path means sshd runs as a non-root user.")
-    sshd_path: str | None = Field(default=None, pattern=r"^/", description="Absolute sshd path.")
+    sshd_path: str | None = Field(default=None, pattern=r"^/", max_length=limits.MAX_TEXT,
+                                  description="Absolute sshd path.")
 
 
 class MPIRunPolicy(KubeModel):
     clean_up_workers: bool | None = None
-    backoff_limit: int | None = Field(default=None, ge=0)
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    backoff_limit: int | None = Field(default=None, ge=0, le=limits.MAX_BACKOFF_LIMIT)
+    active_deadline_seconds: int | None = Field(default=None, ge=1, le=limits.MAX_SECONDS)
 
 
 class MPIJobSpec(KubeModel):
+    model_config = ConfigDict(json_schema_extra=_mode_types_rule("['worker', 'launcher']",
+                                                                 "worker, launcher"))
+
     worker: Annotated[MPIWorker, Field(json_schema_extra=_mpi_worker_rule())]
-    mca: dict[str, str] = Field(default_factory=dict, description="--mca key value pairs.")
+    mca: Annotated[dict[str, Annotated[str, Field(max_length=limits.MAX_TEXT)]],
+                   Field(max_length=limits.MAX_MCA)] = Field(
+        default_factory=dict, description="--mca key value pairs.")
     ssh: SSHConfig | None = None
-    mpi_home: str | None = Field(default=None, alias="mpiHome", pattern=r"^/")
+    mpi_home: str | None = Field(default=None, alias="mpiHome", pattern=r"^/",
+                                 max_length=limits.MAX_TEXT)
     run_policy: MPIRunPolicy | None = None
     scheduler: SchedulerPolicy | None = None
     run_mode: RunMode | None = None
@@ -146,24 +172,26 @@ class TFReplicaType(StrEnum):
 
 class TFReplicaSpec(KubeModel):
     type: TFReplicaType
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=limits.MAX_REPLICAS)
     restart_policy: RestartPolicy | None = Field(default=None, description="Default Never.")
     template: PodTemplateSpec
 
 
 class TFRunPolicy(KubeModel):
-    backoff_limit: int | None = Field(default=None, ge=0)
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    backoff_limit: int | None = Field(default=None, ge=0, le=limits.MAX_BACKOFF_LIMIT)
+    active_deadline_seconds: int | None = Field(default=None, ge=1, le=limits.MAX_SECONDS)
     clean_up_policy: CleanUpPolicy | None = None
 
 
-LogLocation = Annotated[str, Field(pattern=r"^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$")]
+LogLocation = Annotated[str, Field(pattern=r"^t9k://pvc/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$",
+                                   max_length=limits.MAX_TEXT)]
 
 
 class TensorBoardSpec(OpenModel):
-    image: str = Field(min_length=1)
+    image: str = Field(min_length=1, max_length=limits.MAX_TEXT)
     training_log_filesets: list[LogLocation] = Field(
-        min_length=1, description="Log locations, each t9k://pvc/<claim>/<path>.")
+        min_length=1, max_length=limits.MAX_LOG_FILESETS,
+        description="Log locations, each t9k://pvc/<claim>/<path>.")
 
 
 _UNIQUE_TYPES = {
@@ -181,11 +209,20 @@ _UNIQUE_TYPES = {
             "message": "spec.replicaSpecs[*].template.spec.containers: each replica type needs "
             "a container named 'tensorflow'",
         },
+        {
+            "rule": "self.map(r, has(r.replicas) ? r.replicas : 1).sum() "
+                    f"<= {limits.MAX_JOB_REPLICAS}",
+            "message": "spec.replicaSpecs[*].replicas: the job's replicas must add up to at "
+                       f"most {limits.MAX_JOB_REPLICAS}",
+        },
     ]
 }
 
 
 class TensorFlowTrainingJobSpec(KubeModel):
+    model_config = ConfigDict(json_schema_extra=_mode_types_rule(
+        "self.replicaSpecs.map(r, r.type)", "the types in spec.replicaSpecs"))
+
     replica_specs: Annotated[
         list[TFReplicaSpec],
         Field(min_length=1, max_length=4, json_schema_extra=_UNIQUE_TYPES,

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    """``retry_after``: seconds the server asked to wait (a 429/503 ``Retry-After``);
+    ``sent`` is False only when the request certainly never reached the server (the
+    connection was refused), so that even a create may be tried again."""
+
+    def __init__(self, status: int, reason: str, message: str, *,
+                 retry_after: float | None = None, sent: bool = True) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+        self.sent = sent
 
 
 class NotFound(ApiError):
@@ -35,10 +42,13 @@ class Unreachable(ApiError):
     """The API server did not answer (connection refused, timeout, 5xx after retries)."""
 
 
-def from_status(status: int, reason: str, message: str) -> ApiError:
+def from_status(status: int, reason: str, message: str, *,
+                retry_after: float | None = None) -> ApiError:
     if status >= 500:
-        return Unreachable(status, reason, message) if status in (502, 503, 504) else ApiError(
-            status, reason, message)
+        kind = Unreachable if status in (502, 503, 504) else ApiError
+        return kind(status, reason, message, retry_after=retry_after)
+    if status == 429:
+        return ApiError(status, reason, message, retry_after=retry_after)
     if status == 404:
         return NotFound(status, reason, message)
     if status == 409:

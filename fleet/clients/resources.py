@@ -52,6 +52,14 @@ CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", names
                 kind="CustomResourceDefinition")
 PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False,
                            kind="PriorityClass")
+VALIDATINGWEBHOOKCONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False,
+    kind="ValidatingWebhookConfiguration")
+PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets",
+                                kind="PodDisruptionBudget")
+ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")
+SELFSUBJECTRULESREVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews",
+                                   namespaced=False, kind="SelfSubjectRulesReview")
 SELFSUBJECTACCESSREVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                                     namespaced=False, kind="SelfSubjectAccessReview")
 
@@ -78,7 +86,7 @@ JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, T9K_MPIJOBS, TENSORFLOWTRAIN
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,
-    DEPLOYMENTS, DAEMONSETS,
+    DEPLOYMENTS, DAEMONSETS, VALIDATINGWEBHOOKCONFIGURATIONS, PODDISRUPTIONBUDGETS, ENDPOINTSLICES,
     ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS, CRDS, PRIORITYCLASSES, MEMBERCLUSTERS,
     WORKS, PROPAGATIONPOLICIES, CLUSTERPROPAGATIONPOLICIES, ELASTICQUOTATREES, QUEUES, *JOB_KINDS,
 )}

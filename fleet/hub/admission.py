@@ -29,7 +29,9 @@ def register(cache: Cache) -> None:
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         try:
             root = quota_node(body.get("spec", {}).get("root", {}))
-        except (ValidationError, QuantityError, KeyError) as exc:
+        except QuantityError as exc:
+            raise kopf.AdmissionError(str(exc), code=422) from None
+        except (ValidationError, KeyError) as exc:
             raise kopf.AdmissionError(f"spec.root: {exc}", code=422) from None
         others = [OtherTree(k[1], k[2], quota_node(tree["spec"]["root"]))
                   for k, tree in _trees(cache).items()]

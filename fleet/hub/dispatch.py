@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet.api.cluster import PLACEMENT_GENERATION, placement_generation
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
@@ -35,13 +36,15 @@ def now_text() -> str:
 class Dispatcher:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self._namespaces: set[str] = set()
         self.events = events.EventRecorder(kube, COMPONENT)
 
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
              clusters: Sequence[str], extra: Mapping[str, str | None] | None = None
              ) -> Body | None:
-        """Record the placement; None when the job changed since it was read."""
+        """Record the placement under the job's next placement generation (fencing: every
+        Work and member copy of this placement carries it); None when the job changed since
+        it was read. The resourceVersion guard makes the generation grow by exactly one per
+        bind; unbinding keeps it, so a re-placement gets a higher one."""
         meta = job["metadata"]
         finalizers = list(meta.get("finalizers") or [])
         if w.FINALIZER not in finalizers:
@@ -50,6 +53,7 @@ class Dispatcher:
             "resourceVersion": meta["resourceVersion"],
             "finalizers": finalizers,
             "annotations": {w.PLACEMENT: placement, w.CLUSTERS: ",".join(clusters),
+                            PLACEMENT_GENERATION: str(placement_generation(meta) + 1),
                             **(extra or {})},
         }}
         try:
@@ -91,7 +95,6 @@ class Dispatcher:
         try:
             if current is None or any(current.get("spec", {}).get(k) != v
                                       for k, v in queue["spec"].items()):
-                self.ensure_namespace(meta["namespace"])
                 current = self.kube.apply(r.QUEUES, {k: v for k, v in queue.items()
                                                      if k != "status"},
                                           field_manager=COMPONENT)
@@ -101,16 +104,6 @@ class Dispatcher:
                                 subresource="status")
         except errors.ApiError as exc:
             log.warning("queue %s not published: %s", meta["name"], exc)
-
-    def ensure_namespace(self, name: str) -> None:
-        if name in self._namespaces:
-            return
-        try:
-            self.kube.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": name}})
-        except errors.AlreadyExists:
-            pass
-        self._namespaces.add(name)
 
     def create_works(self, bodies: Sequence[Body]) -> list[Body]:
         """Create every Work; on failure delete those created here and re-raise."""
@@ -124,6 +117,11 @@ class Dispatcher:
                                              body["metadata"]["namespace"])
                     if existing["spec"]["job"]["uid"] != body["spec"]["job"]["uid"]:
                         raise
+                    if _generation(existing) != _generation(body):
+                        # a Work of an earlier placement still going: never adopt it (its
+                        # member copy is fenced off); roll back and decide again once it is gone
+                        raise errors.Conflict(409, "Conflict", "work of placement generation "
+                                              f"{_generation(existing)} still exists") from None
         except errors.ApiError:
             for work in created:
                 self.delete_work(work)
@@ -230,3 +228,7 @@ class Dispatcher:
     def event(self, obj: Mapping[str, Any], reason: str, message: str,
               kind: str = "Normal") -> None:
         self.events.record(obj, reason, message, type=kind)
+
+
+def _generation(work: Mapping[str, Any]) -> int:
+    return int(work["spec"]["placement"].get("generation") or 0)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, certs
+from fleet.hub import admission, webhook_tls
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
@@ -74,40 +76,61 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
-    _serve_webhook(settings)
     kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
+    elector = LeaderElector(kube, "fleet-system", "fleet-hub")
+    _serve_webhook(settings, kube, lambda: elector.leading)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(
         cache=CACHE,
         dispatcher=Dispatcher(kube),
-        elector=LeaderElector(kube, "fleet-system", "fleet-hub"),
+        elector=elector,
         settings=Settings(fit_mode=fit,
                           heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15")),
                           capacity_stale_after=float(
                               os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90"))),
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
+    metrics.ready_when("started", lambda: True)
     log.info("hub scheduler started (fit mode %s)", fit.value)
 
 
-def _serve_webhook(settings: kopf.OperatorSettings) -> None:
-    """Serve the validating webhook on FLEET_WEBHOOK_PORT (127.0.0.1 unless FLEET_WEBHOOK_HOST)
-    and let kopf keep the ValidatingWebhookConfiguration ``fleet.sh`` pointing at it."""
+def _serve_webhook(settings: kopf.OperatorSettings, kube: Kube,
+                   leading: Callable[[], bool]) -> None:
+    """Serve the validating webhook on FLEET_WEBHOOK_ADDR:FLEET_WEBHOOK_PORT with the
+    certificate every replica shares (or FLEET_WEBHOOK_CERT/KEY when mounted). kopf does not
+    manage the ValidatingWebhookConfiguration: it comes with the install, and the leader only
+    patches its caBundle, so a replica that exits leaves it in place for the others."""
     port = int(os.environ.get("FLEET_WEBHOOK_PORT", "0"))
     if not port:
         log.warning("FLEET_WEBHOOK_PORT is not set: checks that span objects run only as "
                     "controller conditions")
         return
-    host = os.environ.get("FLEET_WEBHOOK_HOST", "127.0.0.1")
+    addr = os.environ.get("FLEET_WEBHOOK_ADDR", "127.0.0.1")
     cert, key = os.environ.get("FLEET_WEBHOOK_CERT"), os.environ.get("FLEET_WEBHOOK_KEY")
     if not (cert and key):
-        directory = Path(tempfile.mkdtemp(prefix="fleet-webhook-"))
-        cert_path, key_path = certs.self_signed([host], directory)
-        cert, key = str(cert_path), str(key_path)
+        service = os.environ.get("FLEET_WEBHOOK_SERVICE", "fleet-hub")
+        keeper = webhook_tls.WebhookCertificates(
+            kube, Path(tempfile.mkdtemp(prefix="fleet-webhook-")),
+            webhook_tls.service_hosts(service, webhook_tls.NAMESPACE))
+        keeper.ensure()
+        keeper.sync(leading())
+        threading.Thread(target=keeper.run, args=(_STOP, leading), name="webhook-tls",
+                         daemon=True).start()
+        cert, key = str(keeper.certfile), str(keeper.keyfile)
     settings.admission.server = kopf.WebhookServer(
-        addr=os.environ.get("FLEET_WEBHOOK_ADDR", "127.0.0.1"), port=port, host=host,
-        certfile=cert, pkeyfile=key, cafile=cert)
-    settings.admission.managed = "fleet.sh"
+        addr=addr, port=port, host=os.environ.get("FLEET_WEBHOOK_HOST"),
+        certfile=cert, pkeyfile=key, file_check_interval=5)
+    settings.admission.managed = None
+    metrics.ready_when("webhook", lambda: _accepts(addr, port))
+
+
+def _accepts(addr: str, port: int) -> bool:
+    host = "127.0.0.1" if addr in ("0.0.0.0", "") else addr
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 @kopf.on.cleanup()

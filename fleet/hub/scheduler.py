@@ -12,6 +12,7 @@ and reason in status. One failing job is logged and skipped; it never stops the 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -21,8 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
+from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
 from fleet.clients.leases import LeaderElector
+from fleet.hub import member_failures as mf
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
@@ -37,7 +40,7 @@ from fleet.hub.views import (
     policy_ref,
 )
 from fleet.kinds import adapter_for
-from fleet.kinds.base import KindAdapter
+from fleet.kinds.base import InvalidJob, KindAdapter
 from propagation.binding import binding_message
 from propagation.division import Decision, divide, with_assumed
 from propagation.failover import ShareHealth, decide_failover
@@ -46,9 +49,12 @@ from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, PlacementRules
 from quota.engine import AdmissionPass, Holding, Job, order_key
 from quota.queues import queue_names
-from quota.tree import QuotaNode, walk
+from quota.tree import QuotaNode, leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
+# Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
+# on every pass.
+RUNNING_METRIC_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -105,9 +111,10 @@ class Scheduler:
         self._snap = self.cache.snapshot()
         self._assumed = AssumedCapacity()
         self._next_full_pass = 0.0
+        self._running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): metrics
+        self._failing: dict[str, str] = {}  # job key -> the error last logged for it
 
     def run(self, stop: threading.Event) -> None:
-        self.elector.ensure_namespace()
         next_renewal = 0.0
         while not stop.is_set():
             if time.monotonic() >= next_renewal:
@@ -115,7 +122,8 @@ class Scheduler:
                 next_renewal = time.monotonic() + self.elector.lease_seconds / 3
             if self.elector.leading:
                 try:
-                    self.pass_once()
+                    with metrics.SCHEDULING_PASS_SECONDS.time():
+                        self.pass_once()
                 except Exception:  # a bug in one pass must not stop the hub
                     log.exception("scheduling pass failed")
             # Let events gather for a moment: a pass costs the same for one change as for a
@@ -144,9 +152,7 @@ class Scheduler:
                                  self.settings.capacity_stale_after)
                     for b in snap.clusters.values()]
         self._show_staleness(snap, clusters)
-        for view in clusters:
-            metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
-            metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
+        self._export_clusters(snap, clusters, now)
         self._clusters = {c.name: c for c in clusters}
         self._lost_since = lost_since(snap)
         self._now = now
@@ -168,8 +174,8 @@ class Scheduler:
             try:
                 if self._reconcile_bound(job, snap):
                     unbound.append(job)
-            except Exception:
-                log.exception("job %s skipped this pass", q.job_key(job))
+            except Exception as exc:
+                self._log_failure(q.job_key(job), "job skipped this pass", exc)
         if skipped:
             self.cache.mark_changed(skipped)
         waiting = self._decide(unbound, snap, clusters, now, inflight)
@@ -178,6 +184,22 @@ class Scheduler:
             if why is not None:
                 self._show_waiting(job, why)
         metrics.PENDING_JOBS.set(len(waiting))
+
+    @staticmethod
+    def _export_clusters(snap: Snapshot, views: Sequence[ClusterView], now: datetime) -> None:
+        bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
+        for view in views:
+            body = bodies.get(view.name) or {}
+            capacity = (body.get("status") or {}).get("capacity") or {}
+            metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
+            metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
+            metrics.set_cluster(view.name, capacity.get("allocatable") or {},
+                                capacity.get("free") or {})
+            beat = heartbeat_of(body, snap.heartbeat_lease(view.name))
+            if beat is not None:
+                metrics.CLUSTER_HEARTBEAT_AGE.labels(view.name).set(
+                    max(0.0, (now - beat).total_seconds()))
+        metrics.forget_clusters(bodies)
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
         """Keep each MemberCluster's CapacityStale condition (the hub's own) current."""
@@ -258,39 +280,45 @@ class Scheduler:
         decision = decide_failover(shares, settings.toleration_seconds)
         if decision is None:
             return
-        metrics.FAILOVERS.inc()
-        since = min((self._now.timestamp() - s.unhealthy_for for s in shares if not s.healthy),
+        metrics.FAILOVERS.labels("cluster_lost" if decision.lost_clusters
+                                 else "unschedulable").inc()
+        since = min((self._now.timestamp() - s.unhealthy_for for s in shares
+                     if not s.healthy and not math.isinf(s.unhealthy_for)),
                     default=self._now.timestamp())
         started = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.dispatcher.event(job, "FailedOver", decision.reason, "Warning")
+        marks = {w.FAILOVER_SINCE: started,
+                 w.FAILOVER_AVOID: ",".join(s.cluster for s in shares if not s.healthy)}
         log.info("failing over %s: %s", q.job_key(job), decision.reason)
         if settings.purge_mode == "Graciously":
             deadline = self._now.timestamp() + settings.grace_period_seconds
             for work in works:
                 self.dispatcher.evict(work, datetime.fromtimestamp(deadline, UTC).strftime(
                     "%Y-%m-%dT%H:%M:%SZ"))
-            unbound = self.dispatcher.unbind(job, adapter, {w.FAILOVER_SINCE: started})
+            unbound = self.dispatcher.unbind(job, adapter, marks)
             if unbound is not None:
                 self.cache.upsert("jobs", unbound)
             return
         for work in works:
             self.dispatcher.set_purge_mode(work, settings.purge_mode)
-        self.dispatcher.mark_requeue(job, adapter, f"failed over: {decision.reason}",
-                                     {w.FAILOVER_SINCE: started})
+        self.dispatcher.mark_requeue(job, adapter, f"failed over: {decision.reason}", marks)
 
     def _share_health(self, work: Body) -> ShareHealth:
         cluster = work["spec"]["placement"]["cluster"]
         view = self._clusters.get(cluster)
         if view is None or not view.ready:
             since = self._lost_since.get(cluster)
-            lost_for = (self._now - since).total_seconds() if since else 0.0
+            # A removed member never comes back: its shares are past any toleration.
+            lost_for = float("inf") if view is None else \
+                (self._now - since).total_seconds() if since else 0.0
             why = view.not_ready_reason if view else "cluster removed"
             return ShareHealth(cluster, False, lost_for, f"cluster lost ({why})", True)
         for condition in (work.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Healthy" and condition.get("status") == "False":
+            if condition.get("type") == HEALTHY and condition.get("status") == "False":
                 since = parse_time(condition.get("lastTransitionTime")) or self._now
+                why = str(condition.get("message") or condition.get("reason") or "unhealthy")
                 return ShareHealth(cluster, False, (self._now - since).total_seconds(),
-                                   str(condition.get("message") or "unhealthy"))
+                                   why.removeprefix(f"{cluster}: "))
         return ShareHealth(cluster, True)
 
     def _sweep_evicting(self, job: Body, adapter: KindAdapter, works: Sequence[Body],
@@ -317,16 +345,18 @@ class Scheduler:
         waiting: dict[str, Waiting] = {}
         candidates: list[Candidate] = []
         for job in jobs:
-            adapter = adapter_for(job["apiVersion"], job["kind"])
-            chosen = governing_policy(job_identity(job), refs)
-            if chosen is None:
-                waiting[q.job_key(job)] = Waiting(
-                    "NoMatchingPolicy",
-                    "no PropagationPolicy or ClusterPropagationPolicy selects this job")
+            try:
+                candidate = self._candidate(job, policies, refs, classes)
+            except InvalidJob as exc:  # checked before any quota or capacity is counted
+                waiting[q.job_key(job)] = Waiting("Invalid", str(exc))
                 continue
-            body = policies[(chosen.namespace, chosen.name)]
-            queued = q.as_quota_job(job, classes) if self._parsed(body)[2] else None
-            candidates.append(Candidate(job, adapter, self._parsed(body)[0], queued))
+            except Exception as exc:  # one job's problem never stops the others
+                self._log_failure(q.job_key(job), "job skipped this pass", exc)
+                continue
+            if isinstance(candidate, Waiting):
+                waiting[q.job_key(job)] = candidate
+            else:
+                candidates.append(candidate)
 
         queued_jobs = [c.queued for c in candidates if c.queued is not None]
         admission = None
@@ -350,14 +380,44 @@ class Scheduler:
             key = q.job_key(candidate.job)
             try:
                 why = self._decide_one(candidate, admission, views, stamp)
-            except Exception:
-                log.exception("decision for %s skipped this pass", key)
+            except InvalidJob as exc:
+                why = Waiting("Invalid", str(exc))
+            except Exception as exc:
+                self._log_failure(key, "decision skipped this pass", exc)
                 continue
             if why is not None:
                 waiting[key] = why
         if tree is not None and admission is not None:
             self._publish_queues(tree, admission, waiting, now)
         return waiting
+
+    def _candidate(self, job: Body, policies: Mapping[tuple[str, str], Body],
+                   refs: Sequence[Any], classes: Mapping[str, int]) -> Candidate | Waiting:
+        """The job as this pass decides it, or why it waits before any decision."""
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        adapter.roles(job)  # raises InvalidJob (counts beyond bounds) before anything counts
+        chosen = governing_policy(job_identity(job), refs)
+        if chosen is None:
+            return Waiting("NoMatchingPolicy",
+                           "no PropagationPolicy or ClusterPropagationPolicy selects this job")
+        body = policies[(chosen.namespace, chosen.name)]
+        queued = q.as_quota_job(job, classes) if self._parsed(body)[2] else None
+        return Candidate(job, adapter, self._parsed(body)[0], queued)
+
+    def _log_failure(self, key: str, what: str, exc: Exception) -> None:
+        """Log a job's failure with its traceback once, not on every pass: a job that cannot
+        be handled stays skipped, and the log says so again only when the error changes."""
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        if self._failing.get(key) == text:
+            log.debug("%s %s: %s", what, key, text)
+            return
+        if len(self._failing) >= 10_000:  # bounded: forget the oldest
+            self._failing.pop(next(iter(self._failing)))
+        self._failing[key] = text
+        if isinstance(exc, InvalidJob):
+            log.warning("%s %s: %s", what, key, text)
+        else:
+            log.exception("%s %s", what, key)
 
     def _decide_one(self, c: Candidate, admission: AdmissionPass | None,
                     views: dict[str, ClusterView],
@@ -370,6 +430,7 @@ class Scheduler:
         demand = c.adapter.demand(q.job_key(c.job), c.job)
         leaving = {wk["spec"]["placement"]["cluster"]
                    for wk in self._snap.evicting_of(c.job["metadata"]["uid"])}
+        leaving.update(_failed_over_from(c.job))
         fleet_views = [v for v in views.values() if v.name not in leaving]
         started = time.perf_counter()
         decision = divide(demand, fleet_views, c.rules)
@@ -433,6 +494,7 @@ class Scheduler:
                 q.ADMITTED_AT: stamp if c.queued is not None else None,
                 w.PURGE_MODE: settings.purge_mode if settings else None,
                 w.FAILOVER_SINCE: None,
+                w.FAILOVER_AVOID: None,
             }
             bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
                                          clusters_used, extra)
@@ -441,6 +503,7 @@ class Scheduler:
             self.cache.upsert("jobs", bound)
             if failed_over is not None:
                 metrics.FAILOVER_SECONDS.observe((self._now - failed_over).total_seconds())
+            bound_at = time.time()
             shares = w.decode_placement(bound)
             try:
                 deps = self._dependencies(bound, c.adapter, policy)
@@ -453,6 +516,9 @@ class Scheduler:
                 return
             for work in created:
                 self.cache.upsert("works", work)
+            if failed_over is None:  # a failover is timed by fleet_failover_seconds
+                _observe_stages(meta, stamp if admitted_by else None, bound_at, time.time(),
+                                _queue_names_of(self._snap).get(admitted_by, ""))
             if admitted_by:
                 self.dispatcher.event(bound, "Admitted", f"admitted by quota {admitted_by}")
                 metrics.ADMISSIONS.inc()
@@ -479,6 +545,7 @@ class Scheduler:
             adapter = adapter_for(body["apiVersion"], body["kind"])
             reason = f"preempted to return quota to {claimant}"
             if self.dispatcher.mark_requeue(body, adapter, reason):
+                metrics.PREEMPTIONS.labels("reclaim").inc()
                 self.dispatcher.event(body, "Preempted", reason, "Warning")
                 self.dispatcher.event(for_job, "Reclaimed",
                                       f"preempted {kind} {namespace}/{name} to reclaim quota")
@@ -498,11 +565,21 @@ class Scheduler:
             oldest = parse_time(ordered[0].created) if ordered else None
             metrics.QUEUE_PENDING_AGE.labels(queue).set(
                 (now - oldest).total_seconds() if oldest else 0)
+        if time.monotonic() - self._running[0] >= RUNNING_METRIC_SECONDS:
+            self._running = (time.monotonic(), _running_by_leaf(self._snap, tree[1]))
+        running = self._running[1]
+        nodes = {p.key: p.node for p in walk(tree[1])}
         for state in q.queue_objects(tree[0], tree[1], admission, pending):
             self.dispatcher.publish_queue(state.body, self._snap.queues)
             status = state.body["status"]
+            key = "/".join(state.path)
             metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
             metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
+            metrics.QUEUE_RUNNING.labels(state.name).set(
+                sum(n for leaf, n in running.items() if leaf == key or
+                    leaf.startswith(key + "/")))
+            node = nodes[key]
+            metrics.set_quota(state.name, node.min, node.max, admission.usage(key))
 
     # -- showing why a job waits ----------------------------------------------------------
     def _show_waiting(self, job: Body, why: Waiting) -> None:
@@ -539,19 +616,24 @@ class Scheduler:
                  and not wk["metadata"].get("deletionTimestamp")]
         if not stale:
             return
-        placed = dict.fromkeys((r.name for r in adapter.roles(job)), 0)
+        placed: dict[str, int] = {}
         for share in placement:
             for role, count in share["replicas"].items():
                 placed[role] = placed.get(role, 0) + count
-        wanted = {r.name: r.replicas for r in adapter.roles(job)}
         generation = str(job["metadata"].get("generation", 1))
-        if wanted != {k: v for k, v in placed.items() if v or k in wanted}:
+        try:
+            wanted = {r.name: r.replicas for r in adapter.roles(job)}
+        except InvalidJob as exc:  # changed beyond the bounds (under an older CRD)
+            refusal = f"{exc}; the job keeps running as divided ({placed})"
+        else:
+            placed = {**dict.fromkeys(wanted, 0), **placed}
+            refusal = "" if wanted == {k: v for k, v in placed.items() if v or k in wanted} \
+                else (f"replicas changed to {wanted} after the job was divided as {placed}; "
+                      "delete and re-create the job to re-divide it")
+        if refusal:
             for work in stale:  # remember the refusal so the event is said once
                 self.dispatcher.update_work(work, work["spec"]["manifests"][0], generation)
-            self.dispatcher.event(job, "ReplicasChangeIgnored",
-                                  f"replicas changed to {wanted} after the job was divided as "
-                                  f"{placed}; delete and re-create the job to re-divide it",
-                                  "Warning")
+            self.dispatcher.event(job, "ReplicasChangeIgnored", refusal, "Warning")
             return
         shares = {s["cluster"]: s for s in placement}
         for work in stale:
@@ -579,11 +661,16 @@ class Scheduler:
 
     def _aggregate(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         current = job.get("status") or {}
-        status = adapter.aggregate(job, works, self._stamp)
+        failure = mf.replica_failure(works)
+        status = mf.with_replica_failure(adapter.aggregate(job, works, self._stamp), failure)
         status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
             or current.get("clusters", [])
         if _differs(current, status):
             self._write_status(job, adapter, status)
+        said = mf.current_failure(current)
+        if failure is not None and said != (failure["reason"], failure["message"]):
+            # once per new failure: the condition above is compared before it is written
+            self.dispatcher.event(job, failure["reason"], failure["message"], "Warning")
 
     def _finish_requeue(self, job: Body, adapter: KindAdapter, works: Sequence[Body],
                         reason: str) -> None:
@@ -602,6 +689,10 @@ class Scheduler:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
             return
         if works:  # a lost member's agent cannot purge: its Works go now, the rest by it
+            for work in works:
+                if _keeps_copy(work) and not work["metadata"].get("deletionTimestamp"):
+                    # purgeMode Never is about failover: a deleted job takes its copies along.
+                    self.dispatcher.set_purge_mode(work, "Immediately")
             self._delete_works(works, release_lost=True)
             return
         self.dispatcher.release(job, adapter)
@@ -627,6 +718,46 @@ def _queue_names(root: QuotaNode) -> dict[tuple[str, ...], str]:
     return queue_names(p.path for p in walk(root))
 
 
+def _queue_names_of(snap: Snapshot) -> dict[str, str]:
+    """Queue names by tree-node key ("root/a") of the active tree."""
+    tree = q.active_tree(snap)
+    if tree is None:
+        return {}
+    return {"/".join(path): name for path, name in _queue_names(tree[1]).items()}
+
+
+def _running_by_leaf(snap: Snapshot, root: QuotaNode) -> dict[str, int]:
+    """Admitted jobs whose state is Running, counted at their quota leaf."""
+    leaves = leaves_by_namespace(root)
+    out: dict[str, int] = {}
+    for job in snap.jobs.values():
+        meta = job["metadata"]
+        leaf = leaves.get(meta.get("namespace", ""))
+        if leaf is None or q.ADMITTED_AT not in (meta.get("annotations") or {}):
+            continue
+        if adapter_for(job["apiVersion"], job["kind"]).state(job.get("status")) == "Running":
+            out[leaf.key] = out.get(leaf.key, 0) + 1
+    return out
+
+
+def _observe_stages(meta: Mapping[str, Any], admitted: str | None, bound_at: float,
+                    dispatched_at: float, queue: str) -> None:
+    """Stage latencies of a decision just written: created -> admitted (queued jobs) ->
+    bound -> dispatched (its Works exist)."""
+    created = parse_time(meta.get("creationTimestamp"))
+    previous = created.timestamp() if created else None
+    admitted_time = parse_time(admitted) if admitted else None
+    if admitted_time is not None:
+        if previous is not None:
+            wait = max(0.0, admitted_time.timestamp() - previous)
+            metrics.STAGE_SECONDS.labels("admitted").observe(wait)
+            metrics.ADMISSION_WAIT.labels(queue).observe(wait)
+        previous = admitted_time.timestamp()
+    if previous is not None:
+        metrics.STAGE_SECONDS.labels("bound").observe(max(0.0, bound_at - previous))
+    metrics.STAGE_SECONDS.labels("dispatched").observe(max(0.0, dispatched_at - bound_at))
+
+
 @dataclass(frozen=True)
 class FailoverSettings:
     toleration_seconds: float
@@ -647,6 +778,18 @@ def failover_settings(policy: Mapping[str, Any]) -> FailoverSettings | None:
         grace_period_seconds=float(600 if app.grace_period_seconds is None
                                    else app.grace_period_seconds),
     )
+
+
+def _keeps_copy(work: Mapping[str, Any]) -> bool:
+    """Whether removing the Work would leave its member copy (purge mode Never)."""
+    manifest = work["spec"]["manifests"][0]
+    return ((work["metadata"].get("annotations") or {}).get(w.PURGE_MODE)
+            or (manifest["metadata"].get("annotations") or {}).get(w.PURGE_MODE)) == "Never"
+
+
+def _failed_over_from(job: Mapping[str, Any]) -> set[str]:
+    avoid = ((job["metadata"].get("annotations") or {}).get(w.FAILOVER_AVOID) or "")
+    return {name for name in avoid.split(",") if name}
 
 
 def lost_since(snap: Snapshot) -> dict[str, datetime]:

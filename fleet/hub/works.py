@@ -8,7 +8,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.api.cluster import AGENT_FINALIZER, member_namespace
+from fleet.api.cluster import (
+    AGENT_FINALIZER,
+    PLACEMENT_GENERATION,
+    member_namespace,
+    placement_generation,
+)
 from fleet.kinds.base import KindAdapter
 from propagation.division import ClusterShare
 
@@ -22,10 +27,13 @@ WORK = "fleet.sh/work"
 OFFSETS = "fleet.sh/replica-offsets"
 PURGE_MODE = "fleet.sh/purge-mode"
 FAILOVER_SINCE = "fleet.sh/failover-since"
+# The clusters a job failed over from: its next placement avoids them (as Karmada's scheduler
+# avoids a cluster its binding is being evicted from); cleared by the next bind.
+FAILOVER_AVOID = "fleet.sh/failover-avoid"
 WORLD = "fleet.sh/world"
 JOB_GENERATION = "fleet.sh/job-generation"  # the hub job's spec generation a Work carries
 HUB_ANNOTATIONS = (PLACEMENT, CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
-                   "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE)
+                   "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE, FAILOVER_AVOID)
 
 _PREFIX = {
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjob",
@@ -71,6 +79,7 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in HUB_ANNOTATIONS}
     annotations[WORK] = f"{member_namespace(share['cluster'])}/{name}"
+    annotations[PLACEMENT_GENERATION] = str(placement_generation(meta))  # the agent's fence
     if len(placement) > 1 and not share.get("copy"):  # a split gang: peers across clusters
         annotations[OFFSETS] = json.dumps(share["offsets"], separators=(",", ":"))
         annotations[WORLD] = json.dumps(placement, separators=(",", ":"))
@@ -102,7 +111,8 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "job": {"apiVersion": job["apiVersion"], "kind": job["kind"],
                     "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
             "placement": {"cluster": share["cluster"], "replicas": share["replicas"],
-                          "offsets": share["offsets"], "nodes": share.get("nodes", [])},
+                          "offsets": share["offsets"], "nodes": share.get("nodes", []),
+                          "generation": placement_generation(meta)},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
         },
     }

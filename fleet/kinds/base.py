@@ -7,13 +7,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.quantity import canonical
+from fleet.api import limits
+from fleet.api.quantity import QuantityError, canonical
 from fleet.clients.resources import Resource
 from fleet.kinds.deps import t9k_references, template_references
 from propagation.resources import Resources
 from propagation.views import JobDemand, Role
 
 Body = dict[str, Any]
+
+
+class InvalidJob(ValueError):
+    """A job the hub cannot divide as it is (a count beyond its bound, a malformed field),
+    e.g. stored under an older CRD. The message names the field; the hub shows it in the
+    job's Queuing condition (reason ``Invalid``) instead of allocating from it."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +59,50 @@ class KindAdapter:
     leaders: tuple[str, ...] = ()
     terminal_states: tuple[str, ...] = ("Succeeded", "Failed")
 
+    replicas_field = "spec"  # where the kind's replica specs live, for messages
+
+    def role_path(self, role: str) -> str:
+        """The field of one role's spec, as a message names it."""
+        return f"{self.replicas_field}.{role}"
+
     def roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+        """The job's roles, their counts checked against the bounds the CRD states, so that
+        nothing downstream expands a count it was never meant to see (raises InvalidJob)."""
+        try:
+            roles = self._roles(body)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidJob(f"{self.replicas_field}: cannot read the replica specs "
+                             f"({type(exc).__name__}: {_short(exc)})") from None
+        if len(roles) > limits.MAX_REPLICA_TYPES:
+            raise InvalidJob(f"{self.replicas_field}: {len(roles)} replica types, more than "
+                             f"{limits.MAX_REPLICA_TYPES}")
+        for role in roles:
+            if not 1 <= role.replicas <= limits.MAX_REPLICAS:
+                raise InvalidJob(f"{self.role_path(role.name)}.replicas: "
+                                 f"{_short(role.replicas)} is outside 1..{limits.MAX_REPLICAS}")
+        total = sum(role.replicas for role in roles)
+        if total > limits.MAX_JOB_REPLICAS:
+            raise InvalidJob(f"{self.replicas_field}[*].replicas: {total} replicas in the job, "
+                             f"more than {limits.MAX_JOB_REPLICAS}")
+        return roles
+
+    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
         raise NotImplementedError
 
     def demand(self, key: str, body: Mapping[str, Any]) -> JobDemand:
-        return JobDemand(key, tuple(
-            Role(role.name, role.replicas, pod_request(role.template), role.leader)
-            for role in self.roles(body)
-        ))
+        out = []
+        for role in self.roles(body):
+            try:
+                request = pod_request(role.template)
+            except (QuantityError, TypeError, AttributeError) as exc:
+                raise InvalidJob(f"{self.role_path(role.name)}.template: "
+                                 f"{_short(exc)}") from None
+            negative = sorted(name for name, amount in request.items() if amount < 0)
+            if negative:
+                raise InvalidJob(f"{self.role_path(role.name)}.template: negative "
+                                 f"request of {', '.join(negative)}")
+            out.append(Role(role.name, role.replicas, request, role.leader))
+        return JobDemand(key, tuple(out))
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         """A copy of ``body`` keeping only ``counts`` replicas of each role."""
@@ -108,6 +151,12 @@ class KindAdapter:
         if self.has_phase:
             status["phase"] = "Pending"
         return status
+
+
+def _short(value: object, size: int = 200) -> str:
+    """A value or error as text short enough for a condition (it may be a 1 MiB string)."""
+    text = str(value)
+    return text if len(text) <= size else f"{text[:size]}... ({len(text)} characters)"
 
 
 def condition(kind: str, reason: str, message: str, now: str,

@@ -19,8 +19,9 @@ class KubeflowAdapter(KindAdapter):
         self.resource = resource
         self.field = field
         self.leaders = leaders
+        self.replicas_field = f"spec.{field}"
 
-    def roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
         specs: Mapping[str, Any] = (body.get("spec") or {}).get(self.field) or {}
         return [
             RoleSpec(name, int(spec.get("replicas", 1)), spec.get("template") or {},

@@ -15,8 +15,12 @@ class TensorFlowTrainingJobAdapter(KindAdapter):
     resource = r.TENSORFLOWTRAININGJOBS
     leaders = ("chief",)
     has_phase = True
+    replicas_field = "spec.replicaSpecs"
 
-    def roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def role_path(self, role: str) -> str:
+        return f"{self.replicas_field}[type={role}]"
+
+    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
         specs = (body.get("spec") or {}).get("replicaSpecs") or []
         has_chief = any(s.get("type") == "chief" for s in specs)
         return [
@@ -48,8 +52,12 @@ class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
 
     resource = r.T9K_MPIJOBS
     leaders = ("worker",)
+    replicas_field = "spec"
 
-    def roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def role_path(self, role: str) -> str:
+        return "spec.worker"
+
+    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
         worker = (body.get("spec") or {}).get("worker") or {}
         return [RoleSpec("worker", int(worker.get("replicas", 1)), worker.get("template") or {},
                          True)]

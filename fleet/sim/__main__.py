@@ -1,6 +1,9 @@
-"""``python -m fleet.sim [--trace DIR] [--out DIR] [--limit N]``: compare fleet's modes on a
-GPU cluster trace: summed-free vs node-aware vs reservation fit, Priority vs Block queues,
-borrowing on vs off; each tenant's queueing delay against a private cluster of its guarantee.
+"""``python -m fleet.sim [--trace DIR] [--pods FILE ...] [--out DIR]``: fleet's modes on a
+GPU cluster trace. First the trace paper's fragmentation study on every pod-list variant (GPUs
+left unallocated as the fleet fills, node-aware vs summed fit); then a replay of the variant
+with timestamps on a virtual clock: summed vs node-aware vs reservation fit, Priority vs Block
+queues, borrowing on vs off, each tenant's queueing delay against a private cluster of its
+guarantee.
 """
 
 from __future__ import annotations
@@ -9,10 +12,22 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from fleet.sim.engine import Outcome, Scenario, Simulation, progress_bar, summary
-from fleet.sim.trace import Trace, load
+from fleet.sim.fragmentation import MODES, StudyConfig, VariantResult, study
+from fleet.sim.study_report import study_json, study_plot, study_text
+from fleet.sim.trace import (
+    DEFAULT_PODS,
+    NODE_FILE,
+    Trace,
+    TraceError,
+    load,
+    read_nodes,
+    read_pods,
+    variants,
+)
 from quota.engine import QueuePolicy
 
 SCENARIOS = (
@@ -80,24 +95,74 @@ def plot(outcomes: list[Outcome], out: Path) -> str:
     return f"plots: {out / 'allocation.png'}, {out / 'delay-cdf.png'}"
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fleet.sim", description=__doc__)
     parser.add_argument("--trace", type=Path,
                         default=Path(__file__).resolve().parents[3] / "shared" / "traces"
                         / "alibaba-gpu-2023")
+    parser.add_argument("--pods", type=Path, action="append", default=[],
+                        help="a further pod-list file for the fragmentation study (repeatable)")
     parser.add_argument("--out", type=Path, default=Path(".sim"))
-    parser.add_argument("--clusters", type=int, default=4)
+    parser.add_argument("--clusters", type=int, default=4, choices=range(1, 65),
+                        metavar="1..64")
     parser.add_argument("--limit", type=int, default=3000,
-                        help="first N pods of the trace (0: all 8,152; about 20 minutes)")
+                        help="replay: first N pods of the trace (0: all 8,152; about 20 minutes)")
     parser.add_argument("--inventory", type=float, default=0.25,
-                        help="fraction of the trace's nodes to keep (every k-th): the full "
-                             "inventory is never contended by this trace")
+                        help="replay: fraction of the trace's nodes to keep (every k-th): the "
+                             "full inventory is never contended by this trace")
     parser.add_argument("--load", type=float, default=0.9,
-                        help="speed arrivals up to this offered load (0: keep trace times)")
+                        help="replay: speed arrivals up to this offered load (0: keep trace "
+                             "times)")
+    parser.add_argument("--replay-pods", type=Path, default=None,
+                        help=f"replay: the pod list to replay (default {DEFAULT_PODS})")
+    parser.add_argument("--no-replay", action="store_true", help="the fragmentation study only")
+    defaults = StudyConfig()
+    parser.add_argument("--study-repeats", type=int, default=defaults.repeats,
+                        help="study: sampled workloads per variant (averaged)")
+    parser.add_argument("--study-max-fill", type=float, default=defaults.max_fill,
+                        help="study: stop sampling at this arrived demand / fleet GPUs")
+    parser.add_argument("--study-give-up", type=int, default=defaults.give_up,
+                        help="study: the fleet is full after this many failed arrivals in a row")
+    parser.add_argument("--study-seed", type=int, default=defaults.seed)
     args = parser.parse_args()
-    trace = load(args.trace, limit=args.limit or None, load_factor=args.load,
-                 inventory=args.inventory)
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.study = StudyConfig(clusters=args.clusters, repeats=args.study_repeats,
+                                 seed=args.study_seed, give_up=args.study_give_up,
+                                 max_fill=args.study_max_fill)
+    except ValueError as error:
+        parser.error(str(error))
+    if not 0 < args.inventory <= 1 or not 0 <= args.load <= 100 or not 0 <= args.limit <= 10**6:
+        parser.error("--inventory must be in (0, 1], --load in [0, 100], --limit in [0, 1e6]")
+    return args
+
+
+def run_study(args: argparse.Namespace) -> list[VariantResult]:
+    nodes = read_nodes(args.trace / NODE_FILE)
+    files = variants(args.trace, tuple(args.pods))
+    if not files:
+        raise TraceError(f"{args.trace}: no openb_pod_list_*.csv files and no --pods given")
+    lists = [read_pods(path) for path in files]  # every file checked before the long runs
+    results = []
+    for pod_list in lists:
+        bars: dict[str, Callable[[float], None]] = {}
+
+        def show(label: str, fraction: float, bars: dict[str, Callable[[float], None]] = bars,
+                 ) -> None:
+            if label not in bars:
+                if bars:
+                    print(file=sys.stderr)
+                bars[label] = progress_bar(f"study {label}")
+            bars[label](fraction)
+
+        results.append(study(nodes, pod_list.pods, pod_list.name, pod_list.describe(),
+                             args.study, show))
+        print(file=sys.stderr)
+    return results
+
+
+def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
+    trace = load(args.trace, pods=args.replay_pods, limit=args.limit or None,
+                 load_factor=args.load, inventory=args.inventory)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
     outcomes = []
     for scenario in SCENARIOS:
@@ -105,13 +170,12 @@ def main() -> int:
                          progress=progress_bar(scenario.name))
         outcomes.append(sim.run())
         print(file=sys.stderr)
-    rows = [["scenario", "GPU alloc", "GPU alloc (started)", "stranded", "preempted",
-             "not started", "delay p50", "p90", "p99"]]
+    rows = [["scenario", "stranded", "preempted", "not started", "delay p50", "p90", "p99",
+             "mean GPU alloc*"]]
     for o in outcomes:
         p50, p90, p99 = summary(o.all_delays())
-        rows.append([o.scenario.name, f"{o.allocation:.3f}", f"{o.useful_allocation:.3f}",
-                     str(o.stranded), str(o.preempted), str(o.unstarted), fmt(p50), fmt(p90),
-                     fmt(p99)])
+        rows.append([o.scenario.name, str(o.stranded), str(o.preempted), str(o.unstarted),
+                     fmt(p50), fmt(p90), fmt(p99), f"{o.allocation:.3f}"])
     base = outcomes[0]
     share = base.total_gpus // max(1, len(base.delays))
     tenant_rows = [["tenant", "gangs", "shared p50", "shared p99", f"private ({share} GPUs) p50",
@@ -122,21 +186,48 @@ def main() -> int:
         s50, _, s99 = summary(delays)
         p50, _, p99 = summary(own)
         tenant_rows.append([tenant, str(len(delays)), fmt(s50), fmt(s99), fmt(p50), fmt(p99)])
-    text = (f"trace: {args.trace.name}; {trace.rules}\n\n{table(rows)}\n\n"
+    text = (f"Delay replay: {trace.rules}\n\n{table(rows)}\n"
+            "* GPUs held, averaged over the sped-up arrival window (which starts nearly idle):\n"
+            "  a time-sharing figure, not the fragmentation measure above.\n\n"
             f"per tenant, node-aware Priority with borrowing vs a private cluster of its "
             f"guarantee (HiveD's VC-safety check):\n{table(tenant_rows)}\n\n"
             f"{plot(outcomes, args.out)}\n")
-    print(text)
-    (args.out / "report.txt").write_text(text)
-    (args.out / "results.json").write_text(json.dumps([{
+    return text, [{
         "scenario": o.scenario.name, "allocation": o.allocation,
         "useful_allocation": o.useful_allocation, "stranded": o.stranded,
         "preempted": o.preempted, "not_started": o.unstarted,
         "delay": dict(zip(("p50", "p90", "p99"), summary(o.all_delays()), strict=True)),
         "tenants": {t: dict(zip(("p50", "p90", "p99"), summary(d), strict=True))
                     for t, d in o.delays.items()},
-    } for o in outcomes], indent=2))
+    } for o in outcomes]
+
+
+def main() -> int:
+    args = arguments()
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        results = run_study(args)
+        study_section = (f"trace: {args.trace.name}\n\n{study_text(results, args.study, MODES)}"
+                         f"\n{study_plot(results, args.out)}\n\n")
+        entries = study_json(results, args.study, MODES)
+        # the study's half of the report is written at once: the replay takes longer
+        write(args.out, study_section + "Delay replay: running\n", entries, [])
+        print(study_section, flush=True)
+        replay_text, replay = ("Delay replay: skipped (--no-replay)\n", []) if args.no_replay \
+            else run_replay(args)
+    except TraceError as error:
+        print(f"[simulate] error: {error}", file=sys.stderr)
+        return 2
+    print(replay_text)
+    write(args.out, study_section + replay_text, entries, replay)
     return 0
+
+
+def write(out: Path, text: str, study_entries: dict[str, object],
+          replay: list[dict[str, object]]) -> None:
+    (out / "report.txt").write_text(text)
+    (out / "results.json").write_text(json.dumps({"study": study_entries, "replay": replay},
+                                                 indent=2))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,21 @@ from dataclasses import dataclass, field
 from fleet.sim.trace import Gang, Node, Trace
 from propagation.division import divide
 from propagation.resources import Resources
-from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
+from propagation.views import (
+    ClusterView,
+    FitMode,
+    JobDemand,
+    NodeGroup,
+    NodeLabelIn,
+    PlacementRules,
+    Role,
+)
 from quota.amounts import MAX_JOBS
 from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
 from quota.tree import QuotaNode
 
 GPU = "nvidia.com/gpu"
+MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
 SCAN_WINDOW = 50  # a pass stops after this many waiting gangs in a row (bounds its cost)
 
 
@@ -85,8 +94,10 @@ class Simulation:
         self.trace, self.scenario = trace, scenario
         chosen = nodes if nodes is not None else trace.nodes
         self.members: list[list[list[int]]] = [[] for _ in range(clusters)]  # free per node
+        self.models: list[list[str]] = [[] for _ in range(clusters)]  # GPU model per node
         for i, node in enumerate(chosen):
             self.members[i % clusters].append([node.cpu, node.memory, node.gpus])
+            self.models[i % clusters].append(node.model)
         self.total_gpus = sum(n.gpus for n in chosen)
         names = tenants or tuple(sorted({g.tenant for g in trace.gangs}))
         share = self.total_gpus // max(1, len(names))
@@ -104,20 +115,24 @@ class Simulation:
 
     # -- state ------------------------------------------------------------------------
     def view(self, index: int) -> ClusterView:
-        groups: dict[tuple[int, int, int], int] = {}
-        for free in self.members[index]:
-            key = (free[0], free[1], free[2])
+        groups: dict[tuple[int, int, int, str], int] = {}
+        for free, model in zip(self.members[index], self.models[index], strict=True):
+            key = (free[0], free[1], free[2], model)
             groups[key] = groups.get(key, 0) + 1
         return ClusterView(f"c{index}", True, node_groups=tuple(
-            NodeGroup(n, Resources.of({"cpu": c, "memory": m, GPU: g}))
-            for (c, m, g), n in sorted(groups.items())))
+            NodeGroup(n, Resources.of({"cpu": c, "memory": m, GPU: g}), ((MODEL_LABEL, model),))
+            for (c, m, g, model), n in sorted(groups.items())))
 
     def place(self, index: int, gang: Gang, count: int) -> list[int]:
-        """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas."""
+        """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
+        on nodes of a GPU model the gang accepts."""
         placed = []
+        models = self.models[index]
         for _ in range(count):
             best, best_left = -1, None
             for n, free in enumerate(self.members[index]):
+                if gang.models and models[n] not in gang.models:
+                    continue
                 if free[0] >= gang.cpu and free[1] >= gang.memory and free[2] >= gang.gpus:
                     left = (free[2] - gang.gpus, free[0] - gang.cpu)
                     if best_left is None or left < best_left:
@@ -244,7 +259,8 @@ class Simulation:
                 misses += 1
                 continue
             demand = JobDemand(job.key, (Role("Worker", gang.replicas, Resources.of(
-                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus})),))
+                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
+                node_requirements=model_requirement(gang.models)),))
             decision = divide(demand, views, rules)
             if not decision.placed:
                 admission.wait(job)
@@ -268,6 +284,11 @@ class Simulation:
             else:
                 self.outcome.stranded += 1
         return placed_gpus, started_gpus, seq
+
+
+def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
+    """A pod's accepted GPU models as the required node label the division honours."""
+    return (NodeLabelIn(MODEL_LABEL, models),) if models else ()
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:

@@ -91,13 +91,15 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     STATE.synced.set()
     controller = JobController(member, STATE.stores, QUEUE)
     CONTROLLERS.append(controller)
-    sync = HubSync(hub, member, cluster, STATE)
+    sync = HubSync(hub, member, cluster, STATE,
+                   fence_interval=float(os.environ.get("FLEET_FENCE_SWEEP_SECONDS", "2")))
+    controller.fence = sync.may_run
     reporter = Reporter(hub, member, cluster, STATE,
                         interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")),
                         held=sync.held)
     threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
     threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
-                ("heartbeat", reporter.run)]
+                ("fencing", sync.fence_loop), ("heartbeat", reporter.run)]
 
     def lead() -> None:
         for name, target in threads:

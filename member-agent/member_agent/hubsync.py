@@ -6,6 +6,14 @@ idempotent and drift on the member is put back; several Works apply at once, eac
 events in order (``keyed``). A Work carries the agent's finalizer: when the
 hub deletes it, the agent removes the job from the member first, honouring the purge mode.
 Status goes back as a diff: only Works whose reported status changed are written.
+
+Fencing (DESIGN §5.6, :mod:`member_agent.fencing`): the agent keeps, from its watch, which
+Works exist and at which placement generation. The member's job controller creates pods only
+for a job whose Work of the same generation exists; a job whose Work is gone, or superseded by
+a newer generation, is removed: at once when the Work's deletion is seen, and by a sweep of the
+member-side cache every ``fence_interval`` seconds (so a copy is removed even when the hub
+dropped the agent's finalizer while this member was unreachable, and as soon as the member's
+API server answers again).
 """
 
 from __future__ import annotations
@@ -18,23 +26,27 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.cluster import AGENT_FINALIZER, member_namespace
+from fleet.api.cluster import AGENT_FINALIZER, HEALTHY, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
-from member_agent.controllers.runtime import kind_key
+from member_agent import fencing
+from member_agent.controllers.runtime import KINDS, JobKey, kind_key
+from member_agent.fencing import Action, Fence
 from member_agent.keyed import LatestPerKey
+from member_agent.member_failures import health
 from member_agent.reservations import Reservation, reservations
+from member_agent.stages import STAGES
 from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
 FIELD_MANAGER = "fleet-agent"
-PURGE_MODE = "fleet.sh/purge-mode"
-WORK_ANNOTATION = "fleet.sh/work"
-JOB_UID = "fleet.sh/job-uid"
+PURGE_MODE = fencing.PURGE_MODE
+WORK_ANNOTATION = fencing.WORK_ANNOTATION
+JOB_UID = fencing.JOB_UID
 DRIFT_GRACE_SECONDS = 10.0  # how long a job may be missing from the member's cache after apply
 
 
@@ -43,8 +55,10 @@ def stamp() -> str:
 
 
 class HubSync:
-    def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState) -> None:
+    def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
+                 fence_interval: float = 2.0) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
+        self.fence_interval = fence_interval
         self.namespace = member_namespace(cluster)
         self.works: dict[str, Body] = {}
         self.reported: dict[str, Body] = {}
@@ -54,6 +68,13 @@ class HubSync:
         self.namespaces: set[str] = set()
         self.first_seen: dict[str, float] = {}  # Work name -> when this agent applied it
         self.applied: dict[str, int] = {}  # Work name -> the generation last applied
+        # Fencing: the Works in the hub namespace as the watch last said (the watch thread
+        # writes it before any apply is queued), and whether one list has filled it yet.
+        self.fences: dict[str, Fence] = {}
+        self.synced = threading.Event()
+        self.purged: set[str] = set()  # Works this agent purged itself (their DELETED is no news)
+        self.kept: set[str] = set()  # Works whose copy purge mode Never keeps
+        self.sweep_now = threading.Event()
         self.appliers: LatestPerKey[tuple[Body, bool]] = LatestPerKey(
             lambda item: self.handle(item[0], deleted=item[1]), workers=4, name="apply")
 
@@ -69,6 +90,7 @@ class HubSync:
                     version = work["metadata"].get("resourceVersion", version)
                     if kind == "BOOKMARK":
                         continue
+                    self._fence(work, deleted=kind == "DELETED")
                     self.appliers.submit(work["metadata"]["name"], (work, kind == "DELETED"))
                     if stop.is_set():
                         return
@@ -86,30 +108,79 @@ class HubSync:
         with self.lock:
             for gone in set(self.works) - names:
                 self.works.pop(gone, None)
+            self.fences = {w["metadata"]["name"]: fencing.fence_of(w) for w in items
+                           if not w["metadata"].get("deletionTimestamp")}
+            self.purged &= names  # their deletion was missed while the watch was down
+        self.synced.set()
+        self.sweep_now.set()  # Works deleted while the watch was down: their copies go now
         for work in items:
             self.appliers.submit(work["metadata"]["name"], (work, False))
-        self.collect_orphans(names)
         return version
 
-    def collect_orphans(self, works: set[str]) -> None:
-        """Jobs this agent applied whose Work is gone (deleted while the agent or its member
-        was away, e.g. a failover from a lost cluster) are purged as their purge mode says."""
-        for resource in r.JOB_KINDS:
+    def _fence(self, work: Body, *, deleted: bool) -> None:
+        name = work["metadata"]["name"]
+        with self.lock:
+            if deleted or work["metadata"].get("deletionTimestamp"):
+                self.fences.pop(name, None)
+            else:
+                self.fences[name] = fencing.fence_of(work)
+
+    # -- fencing ------------------------------------------------------------------------
+    def may_run(self, job: Mapping[str, Any], key: JobKey) -> bool:
+        """For the member's job controller: whether ``job`` may get pods now."""
+        with self.lock:
+            verdict = fencing.may_run(job, key, self.namespace, self.fences,
+                                      synced=self.synced.is_set())
+        return verdict is None or verdict.action is Action.RUN
+
+    def fence_loop(self, stop: threading.Event) -> None:
+        """Remove stale copies from the member's jobs, every ``fence_interval`` seconds and
+        whenever a list of the Works may have dropped some."""
+        while not stop.is_set():
+            self.sweep_now.wait(self.fence_interval)
+            self.sweep_now.clear()
             try:
-                jobs, _ = self.member.list(resource, label_selector=JOB_UID)
-            except errors.ApiError:
+                self.sweep()
+            except Exception:  # keep fencing whatever one job does
+                log.exception("fencing sweep failed")
+
+    def sweep(self) -> None:
+        jobs = self.state.stores.all_jobs()
+        with self.lock:
+            fences = dict(self.fences)
+            self.kept &= {str((b["metadata"].get("annotations") or {}).get(
+                WORK_ANNOTATION, "")).partition("/")[2] for _, b in jobs}
+            kept = set(self.kept)
+        for verdict in fencing.sweep(jobs, self.namespace, fences,
+                                     synced=self.synced.is_set()):
+            if verdict.action is Action.REMOVE and verdict.job.work not in kept:
+                try:
+                    self._remove_job(verdict.job, verdict.reason)
+                except errors.ApiError as exc:  # e.g. the member's API server is down
+                    log.warning("stale %s not removed yet: %s", "/".join(verdict.job.key), exc)
+
+    def _remove_job(self, job: fencing.MemberJob, why: str) -> None:
+        kind, namespace, name = job.key
+        log.info("removing %s %s/%s from the member: %s", kind, namespace, name, why)
+        try:
+            if self.member.delete(KINDS[kind].resource, name, namespace, uid=job.uid):
+                metrics.FENCED_JOBS.labels(self.cluster).inc()
+        except errors.Conflict:
+            return  # already replaced by a newer copy
+        self._delete_pods(job.key, job.uid)
+
+    def _delete_pods(self, key: JobKey, owner_uid: str) -> None:
+        """Stop a removed copy's pods now rather than whenever the member's garbage collector
+        runs (a member back from an outage may not have its controller manager yet)."""
+        for pod in self.state.stores.read(key)[1]:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") or not any(
+                    ref.get("uid") == owner_uid for ref in meta.get("ownerReferences") or []):
                 continue
-            for job in jobs:
-                annotations = job["metadata"].get("annotations") or {}
-                owner = annotations.get(WORK_ANNOTATION, "")
-                if not owner.startswith(f"{self.namespace}/") or owner.split("/", 1)[1] in works:
-                    continue
-                if annotations.get(PURGE_MODE) == "Never":
-                    continue
-                log.info("purging orphaned %s %s/%s (work %s is gone)", job["kind"],
-                         job["metadata"]["namespace"], job["metadata"]["name"], owner)
-                self.member.delete(resource, job["metadata"]["name"],
-                                   job["metadata"]["namespace"])
+            try:
+                self.member.delete(r.PODS, meta["name"], meta["namespace"], uid=meta.get("uid"))
+            except errors.Conflict:
+                continue
 
     def handle(self, work: Body, *, deleted: bool) -> None:
         name = work["metadata"]["name"]
@@ -118,7 +189,16 @@ class HubSync:
                 self.works.pop(name, None)
                 self.reported.pop(name, None)
                 self.applied.pop(name, None)
+                # A Work of the same name made later (a re-placement) starts healthy.
+                self.unhealthy_since.pop(name, None)
+                purged = name in self.purged
+                self.purged.discard(name)
             self.state.changed.set()  # any reservation it held ends
+            if not purged:  # released without us (its member was lost): its copy goes now
+                current = self._job_of(work)
+                self._remove_objects(work, "its Work was deleted without the agent")
+                if current is not None and _purge_mode(work) != "Never":
+                    self._delete_pods(_job_key(work), current["metadata"].get("uid", ""))
             return
         try:
             if work["metadata"].get("deletionTimestamp"):
@@ -133,6 +213,14 @@ class HubSync:
 
     def apply(self, work: Body) -> None:
         meta = work["metadata"]
+        with self.lock:  # a Work of this name again (its DELETED may have been superseded)
+            self.purged.discard(meta["name"])
+        current = self._job_of(work)
+        if current is not None:
+            job = fencing.member_job(_job_key(work), current, self.namespace)
+            verdict = fencing.judge(job, fencing.fence_of(work), synced=True) if job else None
+            if verdict is not None and verdict.action is Action.REMOVE:
+                self._remove_job(verdict.job, verdict.reason)  # then apply a fresh copy
         if AGENT_FINALIZER not in (meta.get("finalizers") or []):  # a Work from an older hub
             work = self.hub.patch(r.WORKS, meta["name"], {"metadata": {
                 "resourceVersion": meta["resourceVersion"],
@@ -156,6 +244,7 @@ class HubSync:
                 self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
         if first:
             metrics.WORKS_APPLIED.labels(self.cluster).inc()
+            STAGES.applied(work)
             log.info("applied work %s", work["metadata"]["name"])
         self.state.changed.set()
 
@@ -177,25 +266,27 @@ class HubSync:
         if seen is None or time.monotonic() - seen < DRIFT_GRACE_SECONDS \
                 or work["metadata"].get("deletionTimestamp") or self._job_of(work) is not None:
             return
+        # ``work`` is the report loop's copy: the job may be gone because the Work is being
+        # deleted and purge() removed it. Purging starts only once the hub has marked the
+        # Work deleted, so the hub's current copy tells the two apart.
+        try:
+            current = self.hub.get_or_none(r.WORKS, name, self.namespace)
+        except errors.ApiError:
+            return
+        if current is None or current["metadata"].get("deletionTimestamp"):
+            return
         with self.lock:
             if self.applied.pop(name, None) is None:
-                return  # already being applied again
+                return  # already being applied again, or purged meanwhile
         log.info("job of work %s is gone from the member; applying it again", name)
-        self.appliers.submit(name, (work, False))
+        self.appliers.submit(name, (current, False))
 
     def purge(self, work: Body) -> None:
         """Remove the Work's objects from the member, then let the hub delete the Work."""
         meta = work["metadata"]
-        mode = (meta.get("annotations") or {}).get(PURGE_MODE) or _purge_mode(work)
-        if mode != "Never":
-            shared = self._used_by_others(meta["name"])
-            for manifest in work["spec"]["manifests"]:
-                if _identity(manifest) in shared:
-                    continue  # a dependency another job on this member still uses
-                resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
-                self.member.delete(resource, manifest["metadata"]["name"],
-                                   manifest["metadata"].get("namespace"),
-                                   propagation="Background")
+        self._remove_objects(work, "its Work is being deleted")
+        with self.lock:
+            self.purged.add(meta["name"])
         finalizers = [f for f in meta.get("finalizers") or [] if f != AGENT_FINALIZER]
         try:
             self.hub.patch(r.WORKS, meta["name"], {"metadata": {
@@ -208,6 +299,36 @@ class HubSync:
             self.reported.pop(meta["name"], None)
             self.applied.pop(meta["name"], None)
         self.state.changed.set()
+
+    def _remove_objects(self, work: Body, why: str) -> None:
+        """The Work's job and its dependencies off the member (those another Work still
+        uses stay), unless the purge mode is Never."""
+        meta = work["metadata"]
+        name = meta["name"]
+        if _purge_mode(work) == "Never":
+            with self.lock:
+                self.kept.add(name)
+            log.info("keeping the objects of work %s (%s): purge mode Never", name, why)
+            return
+        log.info("removing the objects of work %s: %s", name, why)
+        shared = self._used_by_others(name)
+        job = self._job_of(work)
+        for index, manifest in enumerate(work["spec"]["manifests"]):
+            if _identity(manifest) in shared:
+                continue  # a dependency another job on this member still uses
+            uid = None
+            if index == 0 and job is not None:
+                owner = (job["metadata"].get("annotations") or {}).get(WORK_ANNOTATION)
+                if owner != f"{self.namespace}/{name}":
+                    continue  # the job of the same name is another Work's copy now
+                uid = job["metadata"].get("uid")
+            resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
+            try:
+                self.member.delete(resource, manifest["metadata"]["name"],
+                                   manifest["metadata"].get("namespace"),
+                                   propagation="Background", uid=uid)
+            except errors.Conflict:
+                continue  # replaced meanwhile
 
     def held(self, pods: list[Body]) -> list[Reservation]:
         """What this member holds for its Works' unbound pods (see ``reservations``)."""
@@ -257,11 +378,12 @@ class HubSync:
         manifest = work["spec"]["manifests"][0]
         job, job_pods = self.state.stores.read(_job_key(work))
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
-        healthy, why = _health(job_pods)
+        share = health(self.cluster, job_pods, self.state.stores.refusal(_job_key(work)))
         job_status = (job or {}).get("status") or {}
         expected = sum(role.replicas for role in adapter.roles(manifest))
         pods = [_summary(p) for p in sorted(job_pods, key=lambda p: p["metadata"]["name"])]
         name = work["metadata"]["name"]
+        STAGES.progress(name, pods, expected)
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
             self.state.changed.set()  # its reservation ends: the capacity report changes
@@ -277,19 +399,19 @@ class HubSync:
         }
         if name in self.bound_at:
             status["boundTime"] = self.bound_at[name]
-        if healthy:
+        if share.healthy:
             self.unhealthy_since.pop(name, None)
         else:
             self.unhealthy_since.setdefault(name, stamp())
         status["conditions"].append({
-            "type": "Healthy", "status": "True" if healthy else "False",
-            "reason": "Healthy" if healthy else "Unschedulable", "message": why,
+            "type": HEALTHY, "status": "True" if share.healthy else "False",
+            "reason": share.reason, "message": share.message,
             "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
                 "creationTimestamp")})
         return status
 
 
-def _job_key(work: Mapping[str, Any]) -> tuple[str, str, str]:
+def _job_key(work: Mapping[str, Any]) -> JobKey:
     manifest = work["spec"]["manifests"][0]
     meta = manifest["metadata"]
     return kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"], meta["name"]
@@ -301,20 +423,12 @@ def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def _purge_mode(work: Mapping[str, Any]) -> str:
+    """What removing the Work does to its member copy: the Work's own annotation (the hub sets
+    it when it fails the job over or deletes it), else the policy's, carried by the job."""
     manifests = work["spec"]["manifests"]
-    return str((manifests[0]["metadata"].get("annotations") or {}).get(PURGE_MODE)
+    return str((work["metadata"].get("annotations") or {}).get(PURGE_MODE)
+               or (manifests[0]["metadata"].get("annotations") or {}).get(PURGE_MODE)
                or "Immediately")
-
-
-def _health(pods: list[Body]) -> tuple[bool, str]:
-    """A share is unhealthy while one of its pods cannot be scheduled on the member."""
-    for pod in pods:
-        for condition in (pod.get("status") or {}).get("conditions") or []:
-            if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
-                    and condition.get("reason") == "Unschedulable"):
-                return False, f"pod {pod['metadata']['name']} unschedulable: " + str(
-                    condition.get("message", ""))[:200]
-    return True, ""
 
 
 def _summary(pod: Mapping[str, Any]) -> Body:

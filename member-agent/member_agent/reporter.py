@@ -10,6 +10,7 @@ writes there stays the hub's.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -160,11 +161,12 @@ class Reporter:
         content = _timeless(status)
         if content == self.sent and age < self.refresh:
             return
-        self.hub.apply(r.MEMBERCLUSTERS, {"apiVersion": "fleet.sh/v1alpha1",
-                                          "kind": "MemberCluster",
-                                          "metadata": {"name": self.cluster},
-                                          "status": _without_empty(status)},
-                       field_manager=FIELD_MANAGER, subresource="status")
+        body = {"apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+                "metadata": {"name": self.cluster}, "status": _without_empty(status)}
+        self.hub.apply(r.MEMBERCLUSTERS, body, field_manager=FIELD_MANAGER,
+                       subresource="status")
+        metrics.REPORT_BYTES.labels(self.cluster).set(
+            len(json.dumps(body, separators=(",", ":"))))
         self.sent, self.sent_at = content, time.monotonic()
 
 

@@ -32,3 +32,23 @@ def test_canonical_units_round_up() -> None:
     assert format_canonical("cpu", 1500) == "1500m"
     assert format_canonical("cpu", 2000) == "2"
     assert format_canonical("memory", 2 * 2**30) == "2Gi"
+
+
+AGREED = ["500m", "2Gi", "1.5", "1e3", "1E3", "100n", "3u", "1k", "1M", "0.1Ki", ".5", "+1",
+          "-1", "1.0e-3", "12345678901234567890Ei", "1m", "7Ti", "1.", "1e+3", 2, 0.5]
+
+
+@pytest.mark.parametrize("text", AGREED)
+def test_agrees_exactly_with_the_kubernetes_client(text: str | int | float) -> None:
+    from kubernetes.utils import parse_quantity as client_parse
+
+    assert parse_quantity(text) == client_parse(text)
+
+
+@pytest.mark.parametrize("text", ["1e-3m", "1_000"])
+def test_refuses_what_only_the_laxer_client_parser_takes(text: str) -> None:
+    from kubernetes.utils import parse_quantity as client_parse
+
+    client_parse(text)  # accepted there, refused by the API server's pattern and here
+    with pytest.raises(QuantityError):
+        parse_quantity(text)

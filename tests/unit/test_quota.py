@@ -190,6 +190,27 @@ def test_random_streams_never_exceed_max_anywhere(root: QuotaNode,
             used = len(members) if resource == MAX_JOBS else sum(
                 j.request.get(resource, 0) for j in members)
             assert used <= limit, f"{placed.key} {resource}: {used} > {limit}"
+    # Never exceeding max is easy for an engine that admits nothing: it must also let in
+    # what fits. A job that fits the empty tree on its own is admitted, or another one is.
+    if any(fits(root, [j]) for j in pending):
+        assert holding, "no job admitted though one fits the empty tree"
+    # When the whole stream fits at every node at once, every job is admitted.
+    if pending and fits(root, pending):
+        assert set(holding) == {j.key for j in pending}
+
+
+def fits(root: QuotaNode, together: list[Job]) -> bool:
+    """Whether ``together``, held at once and nothing else, stays within max at every tree
+    node (recomputed from scratch, not by the engine)."""
+    for placed in walk(root):
+        namespaces = {ns for p in walk(placed.node) for ns in p.node.namespaces}
+        members = [j for j in together if j.namespace in namespaces]
+        for resource, limit in placed.node.max.items():
+            used = len(members) if resource == MAX_JOBS else sum(
+                j.request.get(resource, 0) for j in members)
+            if used > limit:
+                return False
+    return True
 
 
 @settings(max_examples=200, deadline=None)
@@ -218,3 +239,7 @@ def test_a_leaf_within_its_min_always_gets_its_job_in(root: QuotaNode, seed: int
             guarantee <= p.node.max.get(GPU, 10**9) for p in walk(root)
             if target.path[:len(p.path)] == p.path):
         assert fresh.check(want).fits
+    # The other leaves were let in up to what the tree allows: an engine that admits nothing
+    # would leave them all out.
+    if any(fits(root, [h.job]) for h in holdings):
+        assert kept, "no other leaf's job was admitted though one fits the empty tree"

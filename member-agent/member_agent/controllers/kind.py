@@ -190,8 +190,12 @@ class JobKind:
         world = self.world(job)
         containers = spec.get("containers") or []
         port = self.port(job, rtype.name)
-        for container in containers:
+        for i, container in enumerate(containers):
             if container.get("name") == self.container or len(containers) == 1:
+                for field in ("env", "ports"):  # the two lists the controller adds to
+                    if not isinstance(container.get(field) or [], list):
+                        raise TypeError(f"{rtype.name}: template.spec.containers[{i}].{field} "
+                                        "is not a list")
                 container["env"] = [*(container.get("env") or []),
                                     *self.env(job, rtype.name, index, world)]
                 if port is not None:

@@ -13,9 +13,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleet.api import limits
 from fleet.clients.resources import Resource
 from member_agent.controllers import core
 from member_agent.controllers.kind import Body, JobKind, Observed
+
+# What a malformed spec raises where the controller reads it (a value of the wrong type, a
+# field missing, a number too large for a date): such a job fails with reason InvalidSpec.
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
+INVALID = "InvalidSpec"
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,71 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def check(kind: JobKind, job: Mapping[str, Any]) -> str | None:
+    """Why the controller cannot run ``job`` as it is (the message names the field), or None.
+
+    The hub's CRD bounds these, but a job may have been stored under an older CRD, or applied
+    to the member directly: nothing is expanded from a count that was not checked here."""
+    try:
+        types = kind.replica_types(job)
+        kind.run_mode(job)
+        numbers = {"backoffLimit": kind.backoff_limit(job), "activeDeadlineSeconds":
+                   kind.deadline(job), "ttlSecondsAfterFinished": kind.ttl(job)}
+        kind.cleanup(job)
+    except MALFORMED as exc:
+        return f"has a spec the controller cannot read ({_short(exc)})"
+    for rtype in types:
+        if not 0 <= rtype.replicas <= limits.MAX_REPLICAS:
+            return (f"asks for {_short(rtype.replicas)} replicas of {rtype.name}, outside "
+                    f"0..{limits.MAX_REPLICAS}")
+        if not 0 <= rtype.offset <= limits.MAX_JOB_REPLICAS:
+            return f"has replica offset {_short(rtype.offset)} for {rtype.name}"
+    total = sum(t.replicas for t in types)
+    if total > limits.MAX_JOB_REPLICAS + 1:  # + a T9k MPI launcher the controller adds
+        return f"asks for {total} replicas, more than {limits.MAX_JOB_REPLICAS}"
+    bounds = {"backoffLimit": limits.MAX_BACKOFF_LIMIT, "activeDeadlineSeconds":
+              limits.MAX_SECONDS, "ttlSecondsAfterFinished": limits.MAX_SECONDS}
+    for name, value in numbers.items():
+        if value is not None and not 0 <= value <= bounds[name]:
+            return f"has {name} {_short(value)}, outside 0..{bounds[name]}"
+    return None
+
+
+def invalid(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
+            observed: Observed, problem: str) -> Decision:
+    """A job that cannot run fails for good (no retry loop): reason InvalidSpec, its pods go."""
+    old: Mapping[str, Any] = job.get("status") or {}
+    delete = tuple(p.name for p in pods if not p.deleting)
+    if kind.finished(old):
+        return Decision(delete=delete)
+    now = stamp(observed.now)
+    status = kind.fail(job, {**old, "conditions": list(old.get("conditions") or [])},
+                       INVALID, problem, now)
+    return Decision(delete=delete, status=status,
+                    events=(("Warning", INVALID, f"the job {problem}"),))
+
+
 def decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
            observed: Observed) -> Decision:
+    problem = check(kind, job)
+    if problem is not None:
+        return invalid(kind, job, pods, observed, problem)
+    try:
+        return _decide(kind, job, pods, observed)
+    except MALFORMED as exc:  # a field the checks above do not read (a pod template's env)
+        return invalid(kind, job, pods, observed,
+                       f"has a spec the controller cannot use ({_short(exc)})")
+
+
+def _short(value: object, size: int = 200) -> str:
+    """A value or error as text short enough for a condition (it may be a 1 MiB string)."""
+    text = value if isinstance(value, str) else (
+        f"{type(value).__name__}: {value}" if isinstance(value, Exception) else repr(value))
+    return text if len(text) <= size else f"{text[:size]}... ({len(text)} characters)"
+
+
+def _decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
+            observed: Observed) -> Decision:
     now = stamp(observed.now)
     types = kind.replica_types(job)
     old: Mapping[str, Any] = job.get("status") or {}

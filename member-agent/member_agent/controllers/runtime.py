@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,9 +30,10 @@ from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
 from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
-from member_agent.controllers.reconcile import decide
+from member_agent.controllers.reconcile import Decision, check, decide, invalid
 from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
 from member_agent.controllers.t9k_mpi import T9K_MPI
+from member_agent.member_failures import Refusal
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -69,12 +70,16 @@ class Stores:
     jobs: dict[JobKey, Body] = field(default_factory=dict)
     pods: dict[JobKey, dict[str, Body]] = field(default_factory=dict)
     boards: dict[JobKey, Body] = field(default_factory=dict)  # TensorBoard Deployments
+    # the member's last refusal of a job's pod, until a reconcile creates its pods (read by
+    # hubsync into the Work's health)
+    refusals: dict[JobKey, Refusal] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def put_job(self, key: JobKey, body: Mapping[str, Any] | None) -> None:
         with self.lock:
             if body is None:
                 self.jobs.pop(key, None)
+                self.refusals.pop(key, None)
             else:
                 self.jobs[key] = copy.deepcopy(dict(body))
 
@@ -100,6 +105,21 @@ class Stores:
                 else:
                     self.boards[key] = copy.deepcopy(dict(body))
         return key
+
+    def set_refusal(self, key: JobKey, refusal: Refusal | None) -> None:
+        with self.lock:
+            if refusal is None:
+                self.refusals.pop(key, None)
+            else:
+                self.refusals[key] = refusal
+
+    def refusal(self, key: JobKey) -> Refusal | None:
+        with self.lock:
+            return self.refusals.get(key)
+
+    def all_jobs(self) -> list[tuple[JobKey, Body]]:
+        with self.lock:
+            return list(self.jobs.items())
 
     def board(self, key: JobKey) -> Body | None:
         with self.lock:
@@ -212,8 +232,14 @@ class JobController:
         self._creators = ThreadPoolExecutor(8, thread_name_prefix="create-pods")
         self._ensured: set[tuple[str, str, str, str]] = set()  # (kind, ns, name, job uid)
         self._applied: dict[tuple[str, str, str, str], str] = {}  # ... -> content digest
+        # Workers add to both while kopf's handler thread forgets a deleted job's entries.
+        self._marks_lock = threading.Lock()
         self._timers: dict[JobKey, threading.Timer] = {}
         self._timers_lock = threading.Lock()
+        # Fencing: whether this job may run here now (hubsync knows the Works); a fenced job
+        # is not reconciled at all, so it gets no new pods, until it runs again or is removed.
+        self.fence: Callable[[Mapping[str, Any], JobKey], bool] = lambda job, key: True
+        self._failures: dict[JobKey, tuple[int, str]] = {}  # key -> (failures in a row, last)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -224,14 +250,42 @@ class JobController:
                 self.reconcile(key)
             except errors.Conflict:
                 self.queue.add(key)  # read again and retry
-            except Exception:
-                log.exception("reconcile of %s failed", "/".join(key))
-                self.requeue_after(key, 2.0)
+            except errors.NotFound as exc:  # mostly a job deleted during its reconcile,
+                # whose deletion event is on its way: said only if it happens again
+                self.requeue_after(key, self._failed(key, exc, quiet=True))
+            except Exception as exc:
+                self.requeue_after(key, self._failed(key, exc))
+            else:
+                self._failures.pop(key, None)
             finally:
                 self.queue.done(key)
 
+    def _failed(self, key: JobKey, exc: Exception, *, quiet: bool = False) -> float:
+        """Log a failed reconcile and say when to retry: 2 s doubling to 5 min while it keeps
+        failing. The traceback is logged once per distinct error (an API refusal has none),
+        not on every retry."""
+        count, last = self._failures.get(key, (0, ""))
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        if quiet and count == 0:
+            log.debug("reconcile of %s: %s", "/".join(key), text)
+            text = ""  # a second time is logged
+        elif text != last and not isinstance(exc, errors.ApiError):
+            log.exception("reconcile of %s failed", "/".join(key))
+        elif text != last:
+            log.warning("reconcile of %s failed: %s", "/".join(key), text)
+        if len(self._failures) >= 10_000:  # bounded: forget the oldest
+            self._failures.pop(next(iter(self._failures)))
+        self._failures[key] = (count + 1, text)
+        return float(min(2.0 * 2 ** min(count, 10), 300.0))
+
     def requeue_after(self, key: JobKey, seconds: float) -> None:
-        timer = threading.Timer(seconds, self.queue.add, args=(key,))
+        def fire() -> None:
+            with self._timers_lock:  # a fired timer is forgotten: one entry per waiting job
+                if self._timers.get(key) is timer:
+                    del self._timers[key]
+            self.queue.add(key)
+
+        timer = threading.Timer(seconds, fire)
         timer.daemon = True
         with self._timers_lock:
             old = self._timers.pop(key, None)
@@ -244,7 +298,15 @@ class JobController:
         job, pods = self.stores.read(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
+        if not self.fence(job, key):
+            self.requeue_after(key, 2.0)
+            return
         kind = KINDS[key[0]]
+        problem = check(kind, job)
+        if problem is not None:  # nothing below may read a spec that cannot be run
+            self._carry_out(key, kind, job, invalid(kind, job, [observe(p, kind) for p in pods],
+                                                    Observed(now=datetime.now(UTC)), problem))
+            return
         gang = self.gang_for(kind, job)
         admitted = True
         if gang is not None and not kind.finished(job.get("status") or {}):
@@ -263,6 +325,9 @@ class JobController:
         observed = Observed(now=datetime.now(UTC), gang=gang, gang_admitted=admitted,
                             extras=extras)
         decision = decide(kind, job, [observe(p, kind) for p in pods], observed)
+        self._carry_out(key, kind, job, decision)
+
+    def _carry_out(self, key: JobKey, kind: JobKind, job: Body, decision: Decision) -> None:
         namespace = key[1]
         for resource, body in decision.objects:
             self._apply(resource, body, job)
@@ -274,6 +339,19 @@ class JobController:
         for exc, pod in failures:  # e.g. a quota or admission refusal on the member
             self.events.record(job, "FailedCreatePod", f"pod {pod['metadata']['name']}: {exc}",
                                type="Warning")
+        self.stores.set_refusal(key, Refusal(failures[0][1]["metadata"]["name"],
+                                             failures[0][0].status, failures[0][0].message)
+                                if failures else None)
+        refused = [exc for exc, _ in failures if exc.status in (400, 422)]  # bad request
+        if refused and not kind.finished(job.get("status") or {}):
+            # The member's API server refuses the pod as written: the template is malformed
+            # (a field only the Pod schema checks), so retrying cannot help.
+            text = str(refused[0])
+            text = text if len(text) <= 300 else f"{text[:300]}..."
+            self._carry_out(key, kind, job, invalid(
+                kind, job, [], Observed(now=datetime.now(UTC)),
+                f"has a pod template the member refuses ({text})"))
+            return
         if failures:
             raise failures[0][0]
         for service in decision.services:
@@ -321,12 +399,14 @@ class JobController:
         if self._applied.get(mark) == digest:
             return
         self.kube.apply(resource, body, field_manager=FIELD_MANAGER)
-        self._applied[mark] = digest
+        with self._marks_lock:
+            self._applied[mark] = digest
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job's objects."""
-        self._ensured = {m for m in self._ensured if m[3] != uid}
-        self._applied = {m: d for m, d in self._applied.items() if m[3] != uid}
+        with self._marks_lock:
+            self._ensured = {m for m in self._ensured if m[3] != uid}
+            self._applied = {m: d for m, d in self._applied.items() if m[3] != uid}
 
     def _ensure(self, resource: r.Resource, body: Body, job: Mapping[str, Any], *,
                 fresh: bool = False) -> Body | None:
@@ -344,5 +424,6 @@ class JobController:
             created: Body | None = self.kube.create(resource, body)
         except errors.AlreadyExists:
             created = self.kube.get_or_none(resource, meta["name"], meta["namespace"])
-        self._ensured.add(mark)
+        with self._marks_lock:
+            self._ensured.add(mark)
         return created if fresh else None

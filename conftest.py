@@ -1,0 +1,3 @@
+"""Suite-wide plugins: the guard that makes unexpected skips fail in CI."""
+
+pytest_plugins = ["tests.required"]

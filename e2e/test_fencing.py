@@ -1,0 +1,267 @@
+"""Fencing and member-side failures (DESIGN §5.6, issue 15).
+
+A member that comes back after its gang failed over removes its copy instead of running it; a
+Work that disappears from the hub takes its member job along at once; a member that refuses a
+job's pods says so on the hub job, naming itself and the reason, and the refusal counts toward
+application failover. Each test fails on the code before fencing.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.conftest import eventually
+from e2e.jobs import events, hub_job, hub_state, member_job, pods, pods_named, seed_pytorchjob
+from e2e.localfleet import HUB, LocalFleet
+from fleet.api.cluster import member_namespace
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+from fleet.clients.resources import Resource
+
+pytestmark = pytest.mark.e2e
+Body = dict[str, Any]
+RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
+
+
+@pytest.fixture(scope="module")
+def fleet2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    """A fleet of its own: these tests freeze members' API servers and stop the hub."""
+    workdir = Path(tmp_path_factory.mktemp("fencing"))
+    local = LocalFleet(workdir, say=lambda m: print(f"[fencing] {m}", flush=True))
+    try:
+        local.up()
+        # every node Ready in both reports: a gang must be able to move to the other member
+        # (on a loaded machine kwok marks nodes Ready well after the agents' first report)
+        eventually(lambda: len([c for c in local.client(HUB).list(r.MEMBERCLUSTERS)[0]
+                                if (c.get("status") or {}).get("readyNodes") == 4
+                                and (c.get("status") or {}).get("freeGpus", 0) >= 24]) == 2,
+                   timeout=180, what="two members reporting their nodes Ready")
+        yield local
+    finally:
+        for log in sorted((workdir / "logs").glob("*.log")):
+            if log.name.startswith(("hub", "agent")):
+                tail = log.read_text(errors="replace").splitlines()[-20:]
+                print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
+        local.down()
+
+
+def namespace_with_failover(hub: Kube, namespace: str, toleration: int) -> None:
+    if hub.get_or_none(r.NAMESPACES, namespace) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": namespace}})
+    hub.apply(r.PROPAGATIONPOLICIES, {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "gang", "namespace": namespace},
+        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+                 "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                     "customSchedulingType": "Gang"}},
+                 "failover": {"application": {
+                     "decisionConditions": {"tolerationSeconds": toleration},
+                     "purgeMode": "Immediately"}}}}, field_manager="test")
+
+
+def placed_on(hub: Kube, job: Body) -> str:
+    def cluster() -> str | None:
+        return (hub_job(hub, job)["metadata"].get("annotations") or {}).get("fleet.sh/clusters")
+    return eventually(cluster, what=f"{job['metadata']['name']} placed")
+
+
+def gone_from(member: Kube, job: Body) -> bool:
+    return member_job(member, job) is None and not pods(member, job)
+
+
+def test_a_work_removed_behind_the_agents_back_takes_its_job_along(
+        fleet2: LocalFleet) -> None:
+    hub = fleet2.client(HUB)
+    namespace_with_failover(hub, "orphans", toleration=300)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("orphan", "orphans", run_for="8760h"))
+    cluster = placed_on(hub, job)
+    member = fleet2.client(cluster)
+    pods_named(member, job, 3)
+    first = member_job(member, job)
+    assert first is not None
+    uid = hub_job(hub, job)["metadata"]["uid"]
+
+    # With the hub stopped, nothing puts the Work back: the agent alone must act on its loss
+    # (the hub drops the agent's finalizer the same way for a member it has lost).
+    fleet2.stop_process("hub")
+    try:
+        works, _ = hub.list(r.WORKS, member_namespace(cluster),
+                            label_selector=f"fleet.sh/job-uid={uid}")
+        assert len(works) == 1
+        name = works[0]["metadata"]["name"]
+        hub.patch(r.WORKS, name, {"metadata": {"finalizers": None}}, member_namespace(cluster))
+        hub.delete(r.WORKS, name, member_namespace(cluster))
+        removed = time.monotonic()
+        eventually(lambda: gone_from(member, job), timeout=60,
+                   what="the member job of the deleted Work removed")
+        print(f"member job removed {time.monotonic() - removed:.1f}s after its Work")
+    finally:
+        fleet2.start_hub()
+    # The hub restores the Work of the still-bound job; a fresh copy runs.
+    def rerun() -> Body | None:
+        again = member_job(member, job)
+        return again if again and again["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    eventually(rerun, timeout=90, what="the job applied again from the restored Work")
+    hub.delete(r.PYTORCHJOBS, "orphan", "orphans")
+    eventually(lambda: gone_from(member, job), timeout=90, what="the job removed")
+
+
+def test_an_agent_back_from_an_outage_removes_copies_whose_work_went(
+        fleet2: LocalFleet) -> None:
+    hub = fleet2.client(HUB)
+    namespace_with_failover(hub, "restarts", toleration=300)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("stale", "restarts", run_for="8760h"))
+    cluster = placed_on(hub, job)
+    member = fleet2.client(cluster)
+    pods_named(member, job, 3)
+    uid = hub_job(hub, job)["metadata"]["uid"]
+
+    fleet2.stop_process(f"agent-{cluster}", signal.SIGKILL)
+    fleet2.stop_process("hub")
+    agent_started = False
+    try:
+        works, _ = hub.list(r.WORKS, member_namespace(cluster),
+                            label_selector=f"fleet.sh/job-uid={uid}")
+        for work in works:
+            name = work["metadata"]["name"]
+            hub.patch(r.WORKS, name, {"metadata": {"finalizers": None}},
+                      member_namespace(cluster))
+            hub.delete(r.WORKS, name, member_namespace(cluster))
+        time.sleep(2)
+        assert member_job(member, job) is not None  # nobody to remove it while the agent is down
+        fleet2.start_agent(cluster)
+        agent_started = True
+        started = time.monotonic()
+        eventually(lambda: gone_from(member, job), timeout=90,
+                   what="the copy removed by the agent once it runs again")
+        print(f"stale copy removed {time.monotonic() - started:.1f}s after the agent started "
+              "(lease 6s)")
+    finally:
+        if not agent_started:
+            fleet2.start_agent(cluster)
+        fleet2.start_hub()
+    hub.delete(r.PYTORCHJOBS, "stale", "restarts")
+    eventually(lambda: gone_from(member, job), timeout=90, what="the job removed")
+
+
+def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
+    hub = fleet2.client(HUB)
+    if hub.get_or_none(r.PRIORITYCLASSES, "hub-only") is None:
+        hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
+                                       "kind": "PriorityClass",
+                                       "metadata": {"name": "hub-only"}, "value": 1000})
+    namespace_with_failover(hub, "refused", toleration=10)
+    manifest = seed_pytorchjob("refused", "refused", run_for="8760h")
+    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["priorityClassName"] = "hub-only"
+    job = hub.create(r.PYTORCHJOBS, manifest)
+    cluster = placed_on(hub, job)
+    created = time.monotonic()
+
+    def refused() -> Body | None:
+        status = hub_job(hub, job).get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
+
+    condition = eventually(refused, timeout=60, what="a ReplicaFailure condition on the hub")
+    print(f"refusal on the hub {time.monotonic() - created:.1f}s after the job was created: "
+          f"{condition}")
+    assert condition["reason"] == "PriorityClassNotFound"
+    assert condition["message"].startswith(f"{cluster}: ")
+    assert "hub-only" in condition["message"]
+    said = eventually(lambda: events(hub, job, "PriorityClassNotFound"), timeout=30,
+                      what="a PriorityClassNotFound event on the hub job")
+    assert said[0]["type"] == "Warning"
+    assert said[0]["message"].startswith(f"{cluster}: ")
+    # It counts toward application failover: past the toleration the gang is requeued.
+    moved = eventually(lambda: events(hub, job, "FailedOver"), timeout=90,
+                       what="the refused gang failed over")
+    assert f"{cluster}: " in moved[0]["message"]
+    assert "hub-only" in moved[0]["message"]
+    hub.delete(r.PYTORCHJOBS, "refused", "refused")
+
+
+def test_a_member_quota_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
+    hub = fleet2.client(HUB)
+    namespace_with_failover(hub, "member-quota", toleration=300)
+    for name in fleet2.members:  # wherever the gang goes, its member forbids GPU pods here
+        member = fleet2.client(name)
+        if member.get_or_none(r.NAMESPACES, "member-quota") is None:
+            member.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                         "metadata": {"name": "member-quota"}})
+        member.apply(RESOURCEQUOTAS, {
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "no-gpus", "namespace": "member-quota"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}, field_manager="test")
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("over", "member-quota", run_for="8760h"))
+    cluster = placed_on(hub, job)
+
+    def refused() -> Body | None:
+        status = hub_job(hub, job).get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
+
+    condition = eventually(refused, timeout=60, what="a ReplicaFailure condition on the hub")
+    assert condition["reason"] == "MemberQuotaExceeded"
+    assert condition["message"].startswith(f"{cluster}: ")
+    assert "exceeded quota" in condition["message"]
+    said = eventually(lambda: events(hub, job, "MemberQuotaExceeded"), timeout=30,
+                      what="a MemberQuotaExceeded event on the hub job")
+    assert said[0]["message"] == condition["message"]
+    time.sleep(3)  # the refusal goes on (the member controller retries): said once all the same
+    assert len(events(hub, job, "MemberQuotaExceeded")) == 1
+    hub.delete(r.PYTORCHJOBS, "over", "member-quota")
+
+
+# Last in this module: a member whose API server was frozen comes back without its
+# kube-controller-manager (it exits when it cannot renew its leader lease, and nothing restarts
+# it in the local fleet), so no garbage collection and no default ServiceAccounts there after.
+def test_a_member_back_after_failover_removes_its_copy(fleet2: LocalFleet) -> None:
+    hub = fleet2.client(HUB)
+    namespace_with_failover(hub, "fenced", toleration=5)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("twice", "fenced", run_for="8760h"))
+    lost = placed_on(hub, job)
+    hub_state(hub, job, "Running")
+    old = fleet2.client(lost)
+    pods_named(old, job, 3)
+    other = next(name for name in fleet2.members if name != lost)
+    eventually(lambda: (hub.get(r.MEMBERCLUSTERS, other).get("status") or {}).get(
+        "freeGpus", 0) >= 3, what=f"room for the gang on {other}")
+
+    fleet2.kill_component(lost, "kube-apiserver", signal.SIGSTOP)
+    frozen = time.monotonic()
+    try:
+        def moved() -> str | None:
+            clusters = (hub_job(hub, job)["metadata"].get("annotations") or {}).get(
+                "fleet.sh/clusters")
+            return clusters if clusters and clusters != lost else None
+
+        target = eventually(moved, timeout=120, what="the gang moved to the other member")
+        print(f"failover from frozen {lost} to {target}: {time.monotonic() - frozen:.1f}s")
+        new = fleet2.client(target)
+        pods_named(new, job, 3)
+    finally:
+        fleet2.kill_component(lost, "kube-apiserver", signal.SIGCONT)
+    thawed = time.monotonic()
+
+    eventually(lambda: gone_from(old, job), timeout=120,
+               what=f"the old copy (job and pods) removed from {lost}")
+    print(f"old copy gone from {lost} {time.monotonic() - thawed:.1f}s after the thaw")
+    # The new copy is untouched and still runs; the hub says where.
+    running = hub_state(hub, job, "Running")
+    assert running["status"]["clusters"] == [target]
+    assert all(p["status"].get("phase") == "Running" for p in pods(new, job).values())
+    assert member_job(old, job) is None
+
+    hub.delete(r.PYTORCHJOBS, "twice", "fenced")
+    for member in (old, new):
+        eventually(lambda member=member: gone_from(member, job), timeout=90,  # type: ignore[misc]
+                   what="no copy left on either member after the hub job was deleted")

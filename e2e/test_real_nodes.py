@@ -1,0 +1,177 @@
+"""Real nodes: every cluster of the local fleet gets a kubelet on containerd, and fleet's own
+hub Deployment and agent DaemonSet from deploy/ run on them as Pods with in-cluster config.
+
+Skipped only when the machine cannot run real nodes (no root, no cgroup v1, no containerd...);
+with ``FLEET_E2E_REQUIRED=1`` (CI) that is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.conftest import eventually
+from e2e.localfleet import HUB, LocalFleet, demo, images, pods
+from e2e.localfleet.nodes import NodeShape
+from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+MEMBER = "member1"
+
+
+@pytest.fixture(scope="module")
+def real_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("FLEET_E2E_REQUIRED") == "1":
+            pytest.fail(f"real nodes required but unavailable: {reason}")
+        pytest.skip(reason)
+    workdir = Path(tmp_path_factory.mktemp("realfleet"))
+    local = LocalFleet(workdir, {MEMBER: [NodeShape(2, 8)]}, nodes="real",
+                       say=lambda m: print(f"[fleet] {m}", flush=True))
+    try:
+        local.up()
+        assert local.real_nodes
+        yield local
+    finally:
+        for log in sorted((workdir / "logs").glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-8:]
+            print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
+        local.down()
+
+
+def kubectl(fleet: LocalFleet, cluster: str, *args: str) -> str:
+    done = subprocess.run([fleet.binaries()["kubectl"], "--kubeconfig",
+                           str(fleet.kubeconfig(cluster)), *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def busybox_pod(name: str, command: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeSelector": {REAL_NODE_LABEL: "true"},
+                     "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Exists"}],
+                     "restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": images.BUSYBOX,
+                                     "imagePullPolicy": "Never",
+                                     "command": ["sh", "-c", command]}]}}
+
+
+def test_a_pod_runs_on_the_members_real_node_and_reaches_the_api_server_by_service(
+        real_fleet: LocalFleet) -> None:
+    member = real_fleet.client(MEMBER)
+    net = real_fleet.network(MEMBER)
+    # A TCP connection to the API server through the kubernetes Service (kube-proxy's rules
+    # in the node's namespace, then the host's forward to the API server).
+    member.create(r.PODS, busybox_pod(
+        "probe", f"echo hello from $(hostname); echo | nc -w 5 {net.kubernetes_service_ip} 443"
+                 " && echo SERVICE-OK; sleep 3600"))
+
+    def running() -> dict[str, Any] | None:
+        pod = member.get(r.PODS, "probe", "default")
+        return pod if pod.get("status", {}).get("phase") == "Running" else None
+
+    pod = eventually(running, timeout=120, what="probe pod Running")
+    assert pod["spec"]["nodeName"] == net.node_name
+    assert pod["status"]["podIP"].startswith(net.pod_cidr.rsplit(".", 2)[0])
+    def answered() -> str | None:
+        out = kubectl(real_fleet, MEMBER, "logs", "probe")
+        return out if "SERVICE-OK" in out else None
+
+    logs = eventually(answered, timeout=60, what="SERVICE-OK in the probe's logs")
+    assert "hello from probe" in logs
+    assert kubectl(real_fleet, MEMBER, "exec", "probe", "--", "cat", "/proc/1/cmdline")
+
+
+def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:
+    for cluster in (HUB, MEMBER):
+        kube = real_fleet.client(cluster)
+        assert pods.not_running(kube, pods.NAMESPACE) == []
+        items, _ = kube.list(r.PODS, pods.NAMESPACE)
+        assert {p["spec"]["nodeName"] for p in items} == {real_fleet.network(cluster).node_name}
+    hub_pods, _ = real_fleet.client(HUB).list(r.PODS, pods.NAMESPACE)
+    assert len(hub_pods) == 2
+
+
+def _leader(hub: Kube) -> str:
+    leases, _ = hub.list(r.LEASES, pods.NAMESPACE)
+    holders = [str(lease["spec"].get("holderIdentity", "")) for lease in leases]
+    return next((h for h in holders if h.startswith("fleet-hub")), "")
+
+
+def _submit(fleet: LocalFleet, name: str) -> None:
+    hub = fleet.client(HUB)
+    demo.apply_file(hub, demo.EXAMPLES / "propagationpolicy-gang.yaml")
+    job = next(d for d in yaml.safe_load_all((demo.EXAMPLES / "pytorchjob.yaml").read_text())
+               if d)
+    job["metadata"]["name"] = name
+    job["metadata"]["namespace"] = "default"
+    hub.apply(r.PYTORCHJOBS, job, field_manager="kubectl-client-side-apply")
+
+
+def _succeeded(fleet: LocalFleet, name: str) -> bool:
+    job = fleet.client(HUB).get(r.PYTORCHJOBS, name, "default")
+    return any(c.get("type") == "Succeeded" and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def test_a_job_flows_with_the_hub_and_agent_as_pods(real_fleet: LocalFleet) -> None:
+    _submit(real_fleet, "pods-first")
+    eventually(lambda: _succeeded(real_fleet, "pods-first"), timeout=240,
+               what="pytorchjob pods-first Succeeded")
+
+
+def test_killing_the_leader_hub_pod_hands_over_and_jobs_keep_flowing(
+        real_fleet: LocalFleet) -> None:
+    hub = real_fleet.client(HUB)
+    leader = eventually(lambda: _leader(hub), timeout=60, what="a hub leader")
+    leader_pod = next(p["metadata"]["name"] for p in hub.list(r.PODS, pods.NAMESPACE)[0]
+                      if leader.startswith(p["metadata"]["name"]))
+    kubectl(real_fleet, HUB, "delete", "pod", "-n", pods.NAMESPACE, leader_pod,
+            "--grace-period=0", "--force")
+    def handed_over() -> str | None:
+        holder = _leader(hub)
+        return holder if holder and not holder.startswith(leader_pod) else None
+
+    new_leader = eventually(handed_over, timeout=120, what="the other replica to take the lease")
+    assert not new_leader.startswith(leader_pod)
+    _submit(real_fleet, "pods-after-failover")
+    eventually(lambda: _succeeded(real_fleet, "pods-after-failover"), timeout=240,
+               what="pytorchjob pods-after-failover Succeeded")
+
+
+def test_the_api_server_calls_the_hub_webhook_through_its_service(
+        real_fleet: LocalFleet) -> None:
+    import json
+
+    config = json.loads(kubectl(real_fleet, HUB, "get", "validatingwebhookconfiguration",
+                                "fleet.sh", "-o", "json"))
+    services = {(w["clientConfig"].get("service") or {}).get("name") for w in config["webhooks"]}
+    assert services == {"fleet-hub"}, config["webhooks"][0]["clientConfig"]
+    # The demo's objects go through it (failurePolicy Fail): applying them worked above; a
+    # dry-run create asks the webhook again now.
+    kubectl(real_fleet, HUB, "apply", "--dry-run=server", "-f",
+            str(demo.EXAMPLES / "pytorchjob.yaml"))
+
+
+def test_hub_metrics_through_its_service(real_fleet: LocalFleet) -> None:
+    hub = real_fleet.client(HUB)
+    service_ip = hub.get(r.SERVICES, "fleet-hub", pods.NAMESPACE)["spec"]["clusterIP"]
+    hub.create(r.PODS, busybox_pod(
+        "metrics-probe", f"printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {service_ip} 8080"
+                         "; sleep 3600"))
+
+    def scraped() -> str | None:
+        out = kubectl(real_fleet, HUB, "logs", "metrics-probe")
+        return out if "# HELP" in out else None
+
+    eventually(scraped, timeout=60, what="hub metrics through the fleet-hub Service")

@@ -1,0 +1,42 @@
+"""The kinds ``kubectl fleet get`` knows, with kubectl's names for them."""
+
+from __future__ import annotations
+
+from fleet.cli.config import CliError
+from fleet.clients import resources as r
+
+JOBS: dict[str, r.Resource] = {
+    "pytorchjob": r.PYTORCHJOBS, "pytorchjobs": r.PYTORCHJOBS, "ptj": r.PYTORCHJOBS,
+    "pytorchjob.kubeflow.org": r.PYTORCHJOBS,
+    "tfjob": r.TFJOBS, "tfjobs": r.TFJOBS, "tfjob.kubeflow.org": r.TFJOBS,
+    "mpijob": r.KUBEFLOW_MPIJOBS, "mpijobs": r.KUBEFLOW_MPIJOBS,
+    "mpijob.kubeflow.org": r.KUBEFLOW_MPIJOBS,
+    "mpijob.batch.tensorstack.dev": r.T9K_MPIJOBS, "mj": r.T9K_MPIJOBS,
+    "tensorflowtrainingjob": r.TENSORFLOWTRAININGJOBS,
+    "tensorflowtrainingjobs": r.TENSORFLOWTRAININGJOBS, "tfj": r.TENSORFLOWTRAININGJOBS,
+    "tensorflowtrainingjob.batch.tensorstack.dev": r.TENSORFLOWTRAININGJOBS,
+}
+PODS = ("pod", "pods", "po")
+QUEUES = ("queue", "queues", "q", "queue.scheduling.x-k8s.io")
+CLUSTERS = ("cluster", "clusters", "membercluster", "memberclusters", "mc",
+            "membercluster.fleet.sh")
+WORKS = ("work", "works", "work.fleet.sh")
+ALL = (*JOBS, *PODS, *QUEUES, *CLUSTERS, *WORKS)
+PRIMARY = ("pytorchjob", "tfjob", "mpijob", "mpijob.batch.tensorstack.dev",
+           "tensorflowtrainingjob", "pod", "queue", "clusters", "work")
+
+
+def job_resource(kind: str) -> r.Resource:
+    try:
+        return JOBS[kind.lower()]
+    except KeyError:
+        raise CliError(f"unknown job kind {kind!r}; one of {', '.join(PRIMARY[:5])} "
+                       "(short names ptj, mj, tfj)") from None
+
+
+def check(kind: str) -> str:
+    lowered = kind.lower()
+    if lowered not in ALL:
+        raise CliError(f"the server doesn't have a resource type {kind!r} in kubectl fleet; "
+                       f"one of {', '.join(PRIMARY)}")
+    return lowered

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+import logging
+
+from fleet.logs import JsonFormatter
+
+
+def test_one_json_object_per_line_with_fleet_field_names() -> None:
+    record = logging.LogRecord("fleet.hub", logging.WARNING, __file__, 1, "bound %s", ("a/b",),
+                               None)
+    record.job = "default/train"
+    line = JsonFormatter("hub").format(record)
+    entry = json.loads(line)
+    assert "\n" not in line
+    assert {k: entry[k] for k in ("level", "component", "logger", "msg", "job")} == {
+        "level": "warning", "component": "hub", "logger": "fleet.hub", "msg": "bound a/b",
+        "job": "default/train"}
+    assert entry["ts"].endswith("Z")
+    assert len(entry["ts"]) == len("2026-01-01T00:00:00.000Z")
+
+
+def test_exceptions_go_in_one_field() -> None:
+    try:
+        raise ValueError("bad")
+    except ValueError:
+        import sys
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    entry = json.loads(JsonFormatter("agent").format(record))
+    assert "ValueError: bad" in entry["exc"]
+
+
+def test_extras_the_encoder_cannot_take_become_text() -> None:
+    # kopf attaches its own objects (dataclasses holding locks) to records it logs, e.g. when
+    # a webhook refuses an object: the line must still be written.
+    import dataclasses
+    import threading
+
+    @dataclasses.dataclass
+    class Holder:
+        lock: object
+
+    record = logging.LogRecord("kopf", logging.ERROR, __file__, 1, "refused", (), None)
+    record.settings = Holder(threading.Lock())
+    entry = json.loads(JsonFormatter("hub").format(record))
+    assert entry["msg"] == "refused"
+    assert "Holder(lock=" in entry["settings"]
