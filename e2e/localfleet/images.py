@@ -3,7 +3,9 @@
 Each image is a docker-archive tarball (``manifest.json``, a config JSON whose
 ``rootfs.diff_ids`` are the sha256 of the layer tars, the layer tars) written with
 ``tarfile``, which ``ctr images import`` loads into a node's containerd. Built images are
-cached outside the repository under ``~/.cache/fleet/images/<name>-<hash of inputs>.tar``:
+cached outside the repository under ``~/.cache/fleet/images/<name>-<hash of inputs>.tar``
+(``FLEET_IMAGE_CACHE`` names another directory, e.g. one per checkout, as each keeps one build
+of each image):
 
 * ``pause`` — a static C program that waits for a signal (the pod sandbox);
 * ``busybox`` — Debian's ``busybox-static`` (test pods);
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fleet" / "images"
+CACHE = Path(os.environ.get("FLEET_IMAGE_CACHE") or Path(
+    os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fleet" / "images")
 PAUSE = "fleet.local/pause:1"
 BUSYBOX = "fleet.local/busybox:1"
 FLEET = "fleet:0.1.0"  # the name deploy/ runs
