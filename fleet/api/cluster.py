@@ -49,6 +49,7 @@ MEMBER_FAILURE_REASONS = frozenset({
     "PodCreateRefused",  # another permanent refusal of the pod
     "ImagePullFailed",  # the member's nodes cannot pull the image
     "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
+    "CrashLooping",  # a container keeps exiting and the kubelet backs off restarting it
 })
 
 
