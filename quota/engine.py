@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from quota.amounts import MAX_JOBS, Amounts, add
+from quota.queues import admission_order
 from quota.tree import PlacedNode, QuotaNode, leaves_by_namespace, walk
 
 DEFAULT_STARVATION_BOUND = 5
@@ -78,7 +79,7 @@ class Verdict:
 
 
 def order_key(job: Job) -> tuple[int, str, str]:
-    return (-job.priority, job.created, job.key)
+    return admission_order(job.priority, job.created, job.key)
 
 
 @dataclass
