@@ -283,7 +283,7 @@ class AdmissionPass:
                    members: Mapping[str, list[Holding]], exclude: str) -> list[Holding]:
         """Holdings of leaves that use more than their min, in preemption order: lowest
         priority first, then the most recently admitted."""
-        out = []
+        out: list[Holding] = []
         for key, holdings in members.items():
             node = self._nodes[key].node
             if key == exclude or not node.is_leaf:
