@@ -15,7 +15,7 @@ from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
 from fleet.kinds import adapter_for
-from fleet.kinds.base import InvalidJob, KindAdapter
+from fleet.kinds.base import InvalidJob, KindAdapter, condition
 from preemption.model import Pod, Preemptor, Running
 from propagation.resources import Resources
 from propagation.views import PlacementRules
@@ -97,3 +97,14 @@ def _request(requests: Mapping[str, Resources], role: str) -> Resources | None:
     if role.lower() in requests:
         return requests[role.lower()]
     return next(iter(requests.values())) if len(requests) == 1 else None
+
+
+def with_preempted(status: Body, job: Mapping[str, Any], now: str) -> Body:
+    """A waiting job's status, plus a Preempted condition naming the job that preempted it
+    while it waits to run again (its Queuing condition says why it waits now)."""
+    by = (job["metadata"].get("annotations") or {}).get(w.PREEMPTED_BY)
+    if not by:
+        return status
+    said = condition("Preempted", "Preempted", f"preempted by {by}; waits in its queue "
+                     "again, in its place by priority and age", now, job.get("status"))
+    return {**status, "conditions": [*(status.get("conditions") or []), said]}

@@ -684,7 +684,8 @@ class Scheduler:
             shown |= {"name": why.queue, "position": why.position}
         if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
             return
-        status = adapter.waiting_status(job.get("status"), why.reason, why.message, now_text())
+        status = pv.with_preempted(adapter.waiting_status(
+            job.get("status"), why.reason, why.message, now_text()), job, now_text())
         status["queue"] = shown
         self._write_status(job, adapter, status)
 
@@ -777,8 +778,9 @@ class Scheduler:
         if unbound is not None:
             self.cache.upsert("jobs", unbound)
             preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
-            self._write_status(unbound, adapter, adapter.waiting_status(
-                None, "Preempted" if preempted else "Requeued", reason, now_text()))
+            self._write_status(unbound, adapter, pv.with_preempted(adapter.waiting_status(
+                None, "Preempted" if preempted else "Requeued", reason, now_text()),
+                unbound, now_text()))
 
     def _finalize(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
