@@ -49,10 +49,10 @@ def pytorchjob(name: str, priority_class: str | None = None, *, bound: bool = Fa
 def work_of(job: Body, pods: list[Body]) -> Body:
     return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
             "metadata": {"name": f"w-{job['metadata']['name']}",
-                         "namespace": "fleet-member-m1"},
+                         "namespace": "fleet-member-m1", "uid": f"w-{job['metadata']['uid']}"},
             "spec": {"job": {"uid": job["metadata"]["uid"]}, "placement": {"cluster": "m1"},
                      "manifests": [job]},
-            "status": {"pods": pods}}
+            "status": {"pods": pods, "boundTime": "2026-01-01T00:00:00Z"}}
 
 
 def priority_class(name: str, value: int, default: bool = False) -> Body:
@@ -128,3 +128,105 @@ def test_a_preempted_job_is_marked_so_and_preempts_nobody() -> None:
     assert "PyTorchJob/team/prod" in said["message"]
     assert pv.with_preempted({"conditions": []}, pytorchjob("other"), "now") == {
         "conditions": []}
+
+
+# -- the hub's seam: one pass decides one preemption, the next holds it --------------------
+class Recorder:
+    """The dispatcher's writes, recorded (the decision, not the API server, is tested)."""
+
+    def __init__(self) -> None:
+        self.requeued: list[tuple[str, str, dict[str, str]]] = []
+        self.events: list[tuple[str, str, str]] = []
+
+    def mark_requeue(self, job: Body, adapter: object, reason: str,
+                     extra: dict[str, str] | None = None) -> bool:
+        self.requeued.append((job["metadata"]["name"], reason, dict(extra or {})))
+        return True
+
+    def event(self, obj: Body, reason: str, message: str, kind: str = "Normal") -> None:
+        self.events.append((obj["metadata"]["name"], reason, message))
+
+
+def scheduler_with(cache: Cache) -> Any:
+    from fleet.hub.assumed import AssumedCapacity
+    from fleet.hub.scheduler import Scheduler, Settings, _PreemptionPass
+
+    scheduler = Scheduler.__new__(Scheduler)
+    scheduler._policy_cache, scheduler._failing, scheduler._stamp = {}, {}, "now"
+    scheduler.settings = Settings()
+    scheduler._assumed = AssumedCapacity()
+    scheduler._holds, scheduler._preemption = {}, _PreemptionPass()
+    scheduler._snap = cache.snapshot()
+    scheduler.dispatcher = Recorder()
+    return scheduler
+
+
+def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> None:
+    from datetime import UTC, datetime
+
+    from propagation.views import ClusterView, NodeGroup
+
+    cache = Cache()
+    cache.upsert("policies", {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "p", "namespace": "team", "resourceVersion": "1"},
+        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
+                                        "kind": "PyTorchJob"}]}})
+    for name, value in (("prod", 100), ("test", 0)):
+        cache.upsert("priorityclasses", priority_class(name, value))
+    test = pytorchjob("test", "test", bound=True)
+    cache.upsert("jobs", test)
+    cache.upsert("works", work_of(test, [
+        {"name": f"test-{i}", "role": role, "node": f"n{i}", "phase": "Running"}
+        for i, role in enumerate(("master", "worker", "worker"))]))
+    prod = pytorchjob("prod", "prod")
+    cache.upsert("jobs", prod)
+    cache.upsert("clusters", {  # its report counts the victim's pods (no assumed capacity)
+        "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster", "metadata": {"name": "m1"},
+        "status": {"capacity": {"observedTime": "2026-01-01T00:00:10Z"}}})
+    full = [ClusterView("m1", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0, "cpu": 8000}), nodes=(f"n{i}",))
+        for i in range(3)))]
+    scheduler = scheduler_with(cache)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    waiting = scheduler._decide([prod], cache.snapshot(), full, now, {})
+    assert waiting["PyTorchJob/team/prod"].reason == "Preempting"
+    [(victim, reason, extra)] = scheduler.dispatcher.requeued
+    assert victim == "test"
+    assert reason == "preempted by PyTorchJob/team/prod (priority 100 > 0)"
+    assert extra == {w.PREEMPTED_BY: "PyTorchJob/team/prod"}
+    assert {(n, r) for n, r, _ in scheduler.dispatcher.events} == {
+        ("test", "Preempted"), ("prod", "Preempting")}
+    # The next pass (the victim still reported): no second decision, the hold is kept.
+    waiting = scheduler._decide([prod], cache.snapshot(), full, now, {})
+    assert waiting["PyTorchJob/team/prod"].reason == "Preempting"
+    assert len(scheduler.dispatcher.requeued) == 1
+
+
+def test_a_job_that_fits_elsewhere_preempts_nobody() -> None:
+    from datetime import UTC, datetime
+
+    from propagation.views import ClusterView, NodeGroup
+
+    cache = Cache()
+    cache.upsert("policies", {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "p", "namespace": "team", "resourceVersion": "1"},
+        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
+                                        "kind": "PyTorchJob"}]}})
+    cache.upsert("priorityclasses", priority_class("prod", 100))
+    cache.upsert("jobs", pytorchjob("prod", "prod"))
+    scheduler = scheduler_with(cache)
+    free = [ClusterView("m2", True, node_groups=(
+        NodeGroup(3, Resources.of({GPU: 2, "cpu": 8000}), nodes=("a", "b", "c")),))]
+
+    class Pool:
+        def submit(self, *args: object) -> None:
+            pass
+
+    import threading
+    scheduler._inflight, scheduler._inflight_lock, scheduler._pool = {}, threading.Lock(), Pool()
+    waiting = scheduler._decide([pytorchjob("prod", "prod")], cache.snapshot(), free,
+                                datetime(2026, 1, 1, tzinfo=UTC), {})
+    assert "PyTorchJob/team/prod" not in waiting  # decided: placed on m2
+    assert scheduler.dispatcher.requeued == []
