@@ -20,20 +20,22 @@ within another tenant's min is never taken.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import combinations
 
 from preemption.freed import with_freed
 from preemption.model import Outcome, Plan, Preemptor, QuotaLimits, Running
 from preemption.quota_limits import borrowing, fits_quota, within_guarantee
+from propagation.clusters import filter_clusters
 from propagation.division import Decision, divide
 from propagation.views import ClusterView
 from quota.priority import is_opportunistic
 
 # Exact search for the fewest victims tries sets of up to this many, within this many fit
-# checks; beyond it a greedy pass (take every candidate, then spare all it can) decides.
+# checks; beyond it a greedy pass decides (take candidates in victim order until the job
+# fits, then spare every one it can do without), a few checks per victim.
 EXACT_SET_SIZE = 3
-EXACT_BUDGET = 400
+EXACT_BUDGET = 128
 
 
 def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[ClusterView],
@@ -50,8 +52,9 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
     if preemptor.preempted:
         return Plan(Outcome.NO_PLAN, "it was preempted itself and preempts nobody until it "
                                      "runs again")
-    candidates = sorted((r for r in running if may_preempt(preemptor, r, limits)),
-                        key=victim_order)
+    useful = _useful(preemptor, clusters, limits, quota_ok)
+    candidates = sorted((r for r in running if may_preempt(preemptor, r, limits)
+                         and useful(r)), key=victim_order)
     if not candidates:
         return Plan(Outcome.NO_PLAN, "no lower-priority job it may preempt")
     check = _Check(preemptor, clusters, limits)
@@ -117,14 +120,37 @@ def _fewest(candidates: Sequence[Running], check: _Check) -> Found | None:
 
 
 def _greedy(candidates: Sequence[Running], check: _Check) -> Found:
-    """Every candidate gone fits (checked by the caller); spare them back, the most
-    valuable (highest priority, oldest) first, while the preemptor still fits."""
-    victims = list(candidates)
-    decision = check(victims)
+    """Every candidate gone fits (checked by the caller): take them in victim order until
+    the preemptor fits, then spare back the most valuable (highest priority, oldest) first
+    while it still fits, so that none is taken in vain."""
+    victims: list[Running] = []
+    decision = None
+    for candidate in candidates:
+        victims.append(candidate)
+        decision = check(victims)
+        if decision is not None:
+            break
     assert decision is not None
-    for spared in reversed(candidates):
+    for spared in reversed(list(victims)):
         rest = [v for v in victims if v is not spared]
         fits = check(rest) if rest else None
         if fits is not None:
             victims, decision = rest, fits
     return tuple(sorted(victims, key=victim_order)), decision
+
+
+def _useful(preemptor: Preemptor, clusters: Sequence[ClusterView], limits: QuotaLimits,
+            quota_ok: bool) -> Callable[[Running], bool]:
+    """Whether taking a job could help at all: it frees a node of a cluster the preemptor
+    may go to, or quota on the preemptor's path when that is what is short."""
+    eligible = {c.name for c in filter_clusters(clusters, preemptor.rules.affinity,
+                                                preemptor.rules.tolerations).eligible}
+    path = set(limits.paths.get(preemptor.leaf, ())) if preemptor.leaf else set()
+
+    def useful(job: Running) -> bool:
+        if any(pod.node and pod.cluster in eligible for pod in job.pods):
+            return True
+        return not quota_ok and job.leaf is not None and \
+            bool(path & set(limits.paths.get(job.leaf, ())))
+
+    return useful

@@ -16,7 +16,7 @@ from preemption.planner import may_preempt, plan
 from preemption.quota_limits import fits_quota, quota_limits
 from propagation.division import divide
 from propagation.resources import Resources
-from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
+from propagation.views import Affinity, ClusterView, JobDemand, NodeGroup, PlacementRules, Role
 from quota.amounts import MAX_JOBS, add
 from quota.tree import QuotaNode
 
@@ -203,13 +203,13 @@ NODE_GPUS = 4
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[Preemptor, list[Running], list[ClusterView],
-                                        QuotaLimits]:
+def scenarios(draw: st.DrawFn, max_jobs: int = 6, max_nodes: int = 3, max_replicas: int = 3
+              ) -> tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]:
     nodes = [(c, f"n{i}") for c in ("m1", "m2")[:draw(st.integers(1, 2))]
-             for i in range(draw(st.integers(1, 3)))]
+             for i in range(draw(st.integers(1, max_nodes)))]
     free = dict.fromkeys(nodes, NODE_GPUS)
     jobs: list[Running] = []
-    for index in range(draw(st.integers(0, 6))):
+    for index in range(draw(st.integers(0, max_jobs))):
         priority = draw(st.sampled_from([-1, 0, 50, 100]))
         namespace = draw(st.sampled_from(["a", "b", "x"]))
         pods = []
@@ -232,7 +232,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Preemptor, list[Running], list[ClusterVi
     a_max = draw(st.integers(1, total))
     root = tree(draw(st.integers(0, a_max)), a_max, draw(st.integers(0, total)), total, total)
     namespace = draw(st.sampled_from(["a", "b", "x"]))
-    p = preemptor(draw(st.sampled_from([-1, 0, 50, 100])), draw(st.integers(1, 3)),
+    p = preemptor(draw(st.sampled_from([-1, 0, 50, 100])), draw(st.integers(1, max_replicas)),
                   draw(st.integers(1, NODE_GPUS)), namespace=namespace,
                   leaf={"a": "root/a", "b": "root/b"}.get(namespace))
     return p, jobs, clusters, limits_for(root, jobs)
@@ -247,7 +247,7 @@ def fits(p: Preemptor, victims: Sequence[Running], clusters: Sequence[ClusterVie
 
 
 @settings(max_examples=300, deadline=None)
-@given(scenarios())
+@given(st.one_of(scenarios(), scenarios(max_jobs=14, max_nodes=6, max_replicas=6)))
 def test_a_plan_makes_the_preemptor_fit_and_touches_only_lower_priority_jobs(
         scenario: tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]) -> None:
     p, jobs, clusters, limits = scenario
@@ -286,3 +286,25 @@ def test_a_plan_takes_the_fewest_victims(
                          for subset in combinations(eligible, size)))
     if fewest <= 3:
         assert len(decided.victims) == fewest
+
+
+def test_beyond_the_exact_search_a_greedy_pass_still_takes_none_in_vain() -> None:
+    # Five whole nodes needed, each held by its own job; one more job elsewhere is spared.
+    jobs = [running(f"j{i}", i % 2, ("m1", f"n{i}", 4), started=f"2026-01-01T00:00:0{i}Z")
+            for i in range(6)]
+    decided = plan(preemptor(100, 5, 4), jobs, fleet(m1={f"n{i}": 0 for i in range(6)}),
+                   limits_for(tree(32, 32, 0, 32, 32), jobs))
+    assert decided.outcome is Outcome.PREEMPT
+    assert len(decided.victims) == 5
+    spared = {j.key for j in jobs} - {v.key for v in decided.victims}
+    assert spared == {"PyTorchJob/a/j1"}  # priority 1 and the oldest of those: most valuable
+
+
+def test_jobs_on_clusters_the_preemptor_may_not_use_are_never_victims() -> None:
+    elsewhere = running("elsewhere", 0, ("m2", "n1", 4))
+    p = preemptor(100, 1, 4)
+    p = Preemptor(p.key, p.namespace, p.priority, p.demand,
+                  PlacementRules(affinity=Affinity(cluster_names=("m1",))), p.charge, p.leaf)
+    decided = plan(p, [elsewhere], fleet(m1={"n1": 0}, m2={"n1": 0}),
+                   limits_for(tree(8, 8, 0, 8, 8), [elsewhere]))
+    assert decided.outcome is Outcome.NO_PLAN
