@@ -63,6 +63,7 @@ RUNNING_METRIC_SECONDS = 5.0
 # running jobs), and the capacity freed for a preemptor is held this long at most.
 PREEMPTION_PLANS_PER_PASS = 3
 PREEMPTION_HOLD_SECONDS = 300.0
+PREEMPTION_RETRY_SECONDS = 5.0  # a job with no plan is planned for again after this long
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Scheduler:
         self._running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): metrics
         self._failing: dict[str, str] = {}  # job key -> the error last logged for it
         self._holds: dict[str, Hold] = {}  # preemptor uid -> what it waits for
+        self._no_plan: dict[str, float] = {}  # uid -> when to plan for it again (monotonic)
         self._preemption = _PreemptionPass()
 
     def run(self, stop: threading.Event) -> None:
@@ -403,6 +405,7 @@ class Scheduler:
         if candidates:
             uids = {c.job["metadata"]["uid"] for c in candidates}
             self._holds = {uid: h for uid, h in self._holds.items() if uid in uids}
+            self._no_plan = {uid: t for uid, t in self._no_plan.items() if uid in uids}
             self._preemption = _PreemptionPass(classes, tree[1] if tree else None)
         # A preemptor holding freed capacity decides first, so nobody else takes it.
         for candidate in sorted(candidates, key=lambda c: (
@@ -591,8 +594,10 @@ class Scheduler:
         self._holds.pop(uid, None)
         state = self._preemption
         if state.decided or state.plans >= PREEMPTION_PLANS_PER_PASS or \
-                c.priority <= pv.lowest_priority(state.classes):
-            return None
+                c.priority <= pv.lowest_priority(state.classes) or \
+                w.PREEMPTED_BY in (c.job["metadata"].get("annotations") or {}) or \
+                self._no_plan.get(uid, 0.0) > time.monotonic():
+            return None  # nobody below it, no cascades, or no plan a moment ago
         if admission is not None and c.queued is not None:
             verdict = admission.check(c.queued)
             if not verdict.fits and not verdict.blockers:
@@ -607,6 +612,7 @@ class Scheduler:
         planned = plan_preemption(preemptor, state.running, fleet_views, limits)
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             log.debug("no preemption for %s: %s", key, planned.reason)
+            self._no_plan[uid] = time.monotonic() + PREEMPTION_RETRY_SECONDS
             return None
         state.decided = True
         by_key = {q.job_key(j): j for j in self._snap.jobs.values()}

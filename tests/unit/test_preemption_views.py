@@ -155,7 +155,7 @@ def scheduler_with(cache: Cache) -> Any:
     scheduler._policy_cache, scheduler._failing, scheduler._stamp = {}, {}, "now"
     scheduler.settings = Settings()
     scheduler._assumed = AssumedCapacity()
-    scheduler._holds, scheduler._preemption = {}, _PreemptionPass()
+    scheduler._holds, scheduler._preemption, scheduler._no_plan = {}, _PreemptionPass(), {}
     scheduler._snap = cache.snapshot()
     scheduler.dispatcher = Recorder()
     return scheduler
