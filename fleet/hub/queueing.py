@@ -43,6 +43,8 @@ def priority_of(job: Mapping[str, Any], classes: Mapping[str, int]) -> int:
     t9k = ((spec.get("scheduler") or {}).get("t9kScheduler") or {}).get("priority")
     if t9k is not None:
         return int(t9k)
+    if not classes:
+        return 0  # no PriorityClass on the hub: nothing to look up in the templates
     values = [classes[n] for n in _class_names(job) if n in classes]
     if values:
         return max(values)
