@@ -406,7 +406,8 @@ class Scheduler:
             uids = {c.job["metadata"]["uid"] for c in candidates}
             self._holds = {uid: h for uid, h in self._holds.items() if uid in uids}
             self._no_plan = {uid: t for uid, t in self._no_plan.items() if uid in uids}
-            self._preemption = _PreemptionPass(classes, tree[1] if tree else None)
+            self._preemption = _PreemptionPass(classes, tree[1] if tree else None,
+                                               floor=pv.lowest_priority(classes))
         # A preemptor holding freed capacity decides first, so nobody else takes it.
         for candidate in sorted(candidates, key=lambda c: (
                 c.job["metadata"]["uid"] not in self._holds, *c.order)):
@@ -579,7 +580,10 @@ class Scheduler:
                      admission: AdmissionPass | None) -> Waiting | None:
         """A waiting job that does not fit: keep what was freed for it, or plan one
         preemption for it (at most one a pass); None when it simply waits."""
-        uid, key = c.job["metadata"]["uid"], q.job_key(c.job)
+        uid = c.job["metadata"]["uid"]
+        state = self._preemption
+        if c.priority <= state.floor and uid not in self._holds:
+            return None  # the most common case: nobody below it to preempt
         hold = self._holds.get(uid)
         if hold is not None and hold.expires > time.monotonic():
             for cluster, requests in hold.requests.items():  # nobody else takes it
@@ -592,9 +596,8 @@ class Scheduler:
                 admission.admit(c.queued, self._stamp)  # and its quota stays its own
             return Waiting("Preempting", hold.message)
         self._holds.pop(uid, None)
-        state = self._preemption
         if state.decided or state.plans >= PREEMPTION_PLANS_PER_PASS or \
-                c.priority <= pv.lowest_priority(state.classes) or \
+                c.priority <= state.floor or \
                 w.PREEMPTED_BY in (c.job["metadata"].get("annotations") or {}) or \
                 self._no_plan.get(uid, 0.0) > time.monotonic():
             return None  # nobody below it, no cascades, or no plan a moment ago
@@ -610,6 +613,7 @@ class Scheduler:
             if state.root is not None and admission is not None else None
         preemptor = pv.preemptor(c.job, c.adapter, c.rules, c.queued, leaves, state.classes)
         planned = plan_preemption(preemptor, state.running, fleet_views, limits)
+        key = preemptor.key
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             log.debug("no preemption for %s: %s", key, planned.reason)
             self._no_plan[uid] = time.monotonic() + PREEMPTION_RETRY_SECONDS
@@ -869,6 +873,7 @@ class _PreemptionPass:
     classes: Mapping[str, int] = field(default_factory=dict)
     root: QuotaNode | None = None
     running: list[Running] | None = None
+    floor: int = 0  # the lowest priority a job can have: a job at it preempts nobody
     plans: int = 0
     decided: bool = False
 
