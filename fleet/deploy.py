@@ -213,7 +213,8 @@ def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
 
 def agent_rules() -> list[Body]:
     """What the agent may do on its member: run the job kinds, their pods and the objects
-    their controllers make, apply Works' dependencies, read nodes for capacity. It holds
+    their controllers make, apply Works' dependencies (and the PriorityClasses their pods
+    name: read, apply, replace one fleet made), read nodes for capacity. It holds
     ``pods/exec`` only because Kubernetes lets it grant an MPI launcher no more than it has."""
     return [
         *_job_rules(ALL),
@@ -227,6 +228,7 @@ def agent_rules() -> list[Body]:
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ALL),
         _rule(PODGROUP_GROUPS, ["podgroups"], ALL),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], ["get", "create", "patch", "delete"]),
     ]
 
 

@@ -8,7 +8,9 @@ ancestors have room (borrowing); a leaf below its ``min`` whose job does not fit
 guarantee back by preempting whole jobs of leaves above their own ``min`` (lowest priority,
 then most recently admitted).
 
-Order: priority (higher first), then creation time, then key. A queue with the Block policy
+Opportunistic jobs (negative priority) charge nothing: they pass admission whenever their
+queue lets them and wait only for capacity. Order: priority (higher first), then creation
+time, then key (:func:`quota.queues.admission_order`). A queue with the Block policy
 admits strictly in that order; with the Priority policy a job that does not fit lets the ones
 behind it pass, until ``starvation_bound`` later jobs of its queue have been admitted past it:
 then it blocks its queue until it fits, so a large job cannot starve.
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from quota.amounts import MAX_JOBS, Amounts, add
+from quota.priority import is_opportunistic
+from quota.queues import admission_order
 from quota.tree import PlacedNode, QuotaNode, leaves_by_namespace, walk
 
 DEFAULT_STARVATION_BOUND = 5
@@ -44,7 +48,10 @@ class Job:
 
     @property
     def charge(self) -> dict[str, int]:
-        """What the job counts against quota: its request and one job."""
+        """What the job counts against quota: its request and one job; nothing for an
+        opportunistic job, which runs on idle capacity only (HiveD's priority −1)."""
+        if is_opportunistic(self.priority):
+            return {}
         return add(self.request, {MAX_JOBS: 1})
 
 
@@ -78,7 +85,7 @@ class Verdict:
 
 
 def order_key(job: Job) -> tuple[int, str, str]:
-    return (-job.priority, job.created, job.key)
+    return admission_order(job.priority, job.created, job.key)
 
 
 @dataclass
@@ -139,7 +146,7 @@ class AdmissionPass:
             return Verdict(False, reason=f"queue {leaf.key} waits for {blocked_by} first")
         blockers = self._blockers(leaf, job.charge)
         if not blockers:
-            claim = self._borrowing_paused_by(leaf, job)
+            claim = self._borrowing_paused_by(leaf, job) if job.charge else None
             if claim is not None:
                 return Verdict(False, reason=f"borrowing beyond quota {leaf.key}'s min is paused "
                                              f"while {claim.key} waits within its guarantee")
@@ -276,14 +283,14 @@ class AdmissionPass:
                    members: Mapping[str, list[Holding]], exclude: str) -> list[Holding]:
         """Holdings of leaves that use more than their min, in preemption order: lowest
         priority first, then the most recently admitted."""
-        out = []
+        out: list[Holding] = []
         for key, holdings in members.items():
             node = self._nodes[key].node
             if key == exclude or not node.is_leaf:
                 continue
             used = usage[key]
             if any(used.get(r, 0) > node.min.get(r, 0) for r in used if r != MAX_JOBS):
-                out.extend(holdings)
+                out.extend(h for h in holdings if h.job.charge)  # others return no quota
         return sorted(out, key=lambda h: (h.job.priority, _desc(h.admitted), h.job.key))
 
 

@@ -18,6 +18,7 @@ from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import adapter_for
+from fleet.kinds.deps import priority_class_manifest, priority_class_names
 from quota.amounts import MAX_JOBS
 from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
 from quota.queues import queue_names
@@ -36,25 +37,33 @@ def job_key(job: Mapping[str, Any]) -> str:
 
 def priority_of(job: Mapping[str, Any], classes: Mapping[str, int]) -> int:
     """T9k ``scheduler.t9kScheduler.priority``; else the highest PriorityClass that the
-    job's run policy or pod templates name; else the global default class; else 0."""
+    job's run policy or pod templates name; else the global default class; else 0. A
+    negative value makes the job opportunistic (:mod:`quota.priority`)."""
     spec = job.get("spec") or {}
     t9k = ((spec.get("scheduler") or {}).get("t9kScheduler") or {}).get("priority")
     if t9k is not None:
         return int(t9k)
-    names = []
-    policy_class = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get(
-        "priorityClass")
-    if policy_class:
-        names.append(policy_class)
-    adapter = adapter_for(job["apiVersion"], job["kind"])
-    for role in adapter.roles(job):
-        name = (role.template.get("spec") or {}).get("priorityClassName")
-        if name:
-            names.append(name)
-    values = [classes[n] for n in names if n in classes]
+    if not classes:
+        return 0  # no PriorityClass on the hub: nothing to look up in the templates
+    values = [classes[n] for n in _class_names(job) if n in classes]
     if values:
         return max(values)
     return classes.get("", 0)  # "" holds the globalDefault class's value
+
+
+def _class_names(job: Mapping[str, Any]) -> list[str]:
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    return priority_class_names(job, [role.template for role in adapter.roles(job)])
+
+
+def priority_class_manifests(job: Mapping[str, Any], snap: Snapshot) -> list[Body]:
+    """The hub's PriorityClasses that the job names, as its Works carry them to members
+    (a member without them would refuse every pod of the job)."""
+    names = _class_names(job)
+    if not names:
+        return []
+    bodies = {b["metadata"]["name"]: b for b in snap.priority_classes.values()}
+    return [priority_class_manifest(bodies[n]) for n in names if n in bodies]
 
 
 def priority_classes(snap: Snapshot) -> dict[str, int]:

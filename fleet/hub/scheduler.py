@@ -26,6 +26,7 @@ from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
 from fleet.clients.leases import LeaderElector
 from fleet.hub import member_failures as mf
+from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
@@ -41,6 +42,9 @@ from fleet.hub.views import (
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter
+from preemption.model import Outcome, Running
+from preemption.planner import plan as plan_preemption
+from preemption.quota_limits import quota_limits
 from propagation.binding import binding_message
 from propagation.division import Decision, divide, with_assumed
 from propagation.failover import ShareHealth, decide_failover
@@ -48,13 +52,18 @@ from propagation.matching import governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, PlacementRules
 from quota.engine import AdmissionPass, Holding, Job, order_key
-from quota.queues import queue_names
+from quota.queues import admission_order, queue_names
 from quota.tree import QuotaNode, leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
 # Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
 # on every pass.
 RUNNING_METRIC_SECONDS = 5.0
+# Preemption: the planner runs for at most this many waiting jobs a pass (each walks the
+# running jobs), and the capacity freed for a preemptor is held this long at most.
+PREEMPTION_PLANS_PER_PASS = 3
+PREEMPTION_HOLD_SECONDS = 300.0
+PREEMPTION_RETRY_SECONDS = 5.0  # a job with no plan is planned for again after this long
 
 
 @dataclass(frozen=True)
@@ -77,13 +86,24 @@ class Candidate:
     adapter: KindAdapter
     rules: PlacementRules
     queued: Job | None  # its quota view when it must be admitted by a queue first
+    priority: int = 0
 
     @property
     def order(self) -> tuple[int, str, str]:
         if self.queued is not None:
             return order_key(self.queued)
         meta = self.job["metadata"]
-        return (0, meta.get("creationTimestamp", ""), q.job_key(self.job))
+        return admission_order(self.priority, meta.get("creationTimestamp", ""),
+                               q.job_key(self.job))
+
+
+@dataclass
+class Hold:
+    """Capacity freed by preempting for a job, held for it until it binds."""
+
+    requests: dict[str, list[Resources]]  # cluster -> the preemptor's per-replica requests
+    expires: float  # monotonic
+    message: str
 
 
 @dataclass
@@ -113,6 +133,9 @@ class Scheduler:
         self._next_full_pass = 0.0
         self._running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): metrics
         self._failing: dict[str, str] = {}  # job key -> the error last logged for it
+        self._holds: dict[str, Hold] = {}  # preemptor uid -> what it waits for
+        self._no_plan: dict[str, float] = {}  # uid -> when to plan for it again (monotonic)
+        self._preemption = _PreemptionPass()
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -245,9 +268,12 @@ class Scheduler:
 
     def _dependencies(self, job: Body, adapter: KindAdapter,
                       policy: Mapping[str, Any] | None) -> list[Body]:
+        """What the job's Works carry after it: the PriorityClasses it names, always (a
+        member without them refuses its pods), then with propagateDeps what it references."""
+        classes = q.priority_class_manifests(job, self._snap)
         if not policy or not (policy.get("spec") or {}).get("propagateDeps"):
-            return []
-        return self.dispatcher.dependencies(job, adapter)
+            return classes
+        return [*classes, *self.dispatcher.dependencies(job, adapter)]
 
     # -- failover ---------------------------------------------------------------------
     def _policy_of(self, job: Body) -> Body | None:
@@ -376,7 +402,15 @@ class Scheduler:
             # spends it twice.
             views = self._assumed.views(clusters, snap, pending)
         stamp = self._stamp
-        for candidate in sorted(candidates, key=lambda c: c.order):
+        if candidates:
+            uids = {c.job["metadata"]["uid"] for c in candidates}
+            self._holds = {uid: h for uid, h in self._holds.items() if uid in uids}
+            self._no_plan = {uid: t for uid, t in self._no_plan.items() if uid in uids}
+            self._preemption = _PreemptionPass(classes, tree[1] if tree else None,
+                                               floor=pv.lowest_priority(classes))
+        # A preemptor holding freed capacity decides first, so nobody else takes it.
+        for candidate in sorted(candidates, key=lambda c: (
+                c.job["metadata"]["uid"] not in self._holds, *c.order)):
             key = q.job_key(candidate.job)
             try:
                 why = self._decide_one(candidate, admission, views, stamp)
@@ -402,7 +436,8 @@ class Scheduler:
                            "no PropagationPolicy or ClusterPropagationPolicy selects this job")
         body = policies[(chosen.namespace, chosen.name)]
         queued = q.as_quota_job(job, classes) if self._parsed(body)[2] else None
-        return Candidate(job, adapter, self._parsed(body)[0], queued)
+        priority = queued.priority if queued is not None else q.priority_of(job, classes)
+        return Candidate(job, adapter, self._parsed(body)[0], queued, priority)
 
     def _log_failure(self, key: str, what: str, exc: Exception) -> None:
         """Log a job's failure with its traceback once, not on every pass: a job that cannot
@@ -423,15 +458,17 @@ class Scheduler:
                     views: dict[str, ClusterView],
                     stamp: str) -> Waiting | None:
         """Admit (when queued), divide and dispatch one job; why it waits, or None."""
-        if c.queued is not None:
-            why = self._admit(c, admission)
-            if why is not None:
-                return why
-        demand = c.adapter.demand(q.job_key(c.job), c.job)
         leaving = {wk["spec"]["placement"]["cluster"]
                    for wk in self._snap.evicting_of(c.job["metadata"]["uid"])}
         leaving.update(_failed_over_from(c.job))
         fleet_views = [v for v in views.values() if v.name not in leaving]
+        if c.queued is not None:
+            why = self._admit(c, admission)
+            if why is not None:
+                if why.reason == "QuotaExceeded":
+                    return self._preempt_for(c, fleet_views, views, admission) or why
+                return why
+        demand = c.adapter.demand(q.job_key(c.job), c.job)
         started = time.perf_counter()
         decision = divide(demand, fleet_views, c.rules)
         metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
@@ -439,7 +476,8 @@ class Scheduler:
             metrics.DECISIONS.labels("unschedulable").inc()
             if admission is not None and c.queued is not None:
                 admission.wait(c.queued)
-            return Waiting("Unschedulable", decision.reason)
+            return self._preempt_for(c, fleet_views, views, admission) or Waiting(
+                "Unschedulable", decision.reason)
         metrics.DECISIONS.labels("placed").inc()
         return self._dispatch(c, decision, admission, views, stamp)
 
@@ -478,6 +516,7 @@ class Scheduler:
             admitted_by = leaf.key if leaf else "?"
         with self._inflight_lock:
             self._inflight[uid] = spent
+        self._holds.pop(uid, None)
         self._pool.submit(self._write_decision, c, decision, stamp, admitted_by)
         return None
 
@@ -495,6 +534,7 @@ class Scheduler:
                 w.PURGE_MODE: settings.purge_mode if settings else None,
                 w.FAILOVER_SINCE: None,
                 w.FAILOVER_AVOID: None,
+                w.PREEMPTED_BY: None,
             }
             bound = self.dispatcher.bind(job, c.adapter, w.encode_placement(decision.shares),
                                          clusters_used, extra)
@@ -533,6 +573,70 @@ class Scheduler:
             with self._inflight_lock:
                 self._inflight.pop(meta["uid"], None)
             self.cache.poke()
+
+    # -- priority preemption (the pure planner: preemption.planner) ----------------------
+    def _preempt_for(self, c: Candidate, fleet_views: Sequence[ClusterView],
+                     views: dict[str, ClusterView],
+                     admission: AdmissionPass | None) -> Waiting | None:
+        """A waiting job that does not fit: keep what was freed for it, or plan one
+        preemption for it (at most one a pass); None when it simply waits."""
+        uid = c.job["metadata"]["uid"]
+        state = self._preemption
+        if c.priority <= state.floor and uid not in self._holds:
+            return None  # the most common case: nobody below it to preempt
+        hold = self._holds.get(uid)
+        if hold is not None and hold.expires > time.monotonic():
+            for cluster, requests in hold.requests.items():  # nobody else takes it
+                if cluster in views:
+                    views[cluster] = with_assumed(views[cluster], requests)
+            verdict = admission.check(c.queued) \
+                if admission is not None and c.queued is not None else None
+            if admission is not None and c.queued is not None and verdict is not None and \
+                    verdict.fits and not verdict.victims:
+                admission.admit(c.queued, self._stamp)  # and its quota stays its own
+            return Waiting("Preempting", hold.message)
+        self._holds.pop(uid, None)
+        if state.decided or state.plans >= PREEMPTION_PLANS_PER_PASS or \
+                c.priority <= state.floor or \
+                w.PREEMPTED_BY in (c.job["metadata"].get("annotations") or {}) or \
+                self._no_plan.get(uid, 0.0) > time.monotonic():
+            return None  # nobody below it, no cascades, or no plan a moment ago
+        if admission is not None and c.queued is not None:
+            verdict = admission.check(c.queued)
+            if not verdict.fits and not verdict.blockers:
+                return None  # it waits for its turn, not for quota: nothing to preempt for
+        state.plans += 1
+        leaves = leaves_by_namespace(state.root) if state.root else {}
+        if state.running is None:
+            state.running = pv.running_jobs(self._snap, state.classes, leaves)
+        limits = quota_limits(state.root, admission.usage) \
+            if state.root is not None and admission is not None else None
+        preemptor = pv.preemptor(c.job, c.adapter, c.rules, c.queued, leaves, state.classes)
+        planned = plan_preemption(preemptor, state.running, fleet_views, limits)
+        key = preemptor.key
+        if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
+            log.debug("no preemption for %s: %s", key, planned.reason)
+            self._no_plan[uid] = time.monotonic() + PREEMPTION_RETRY_SECONDS
+            return None
+        state.decided = True
+        by_key = {q.job_key(j): j for j in self._snap.jobs.values()}
+        for victim in planned.victims:
+            body = by_key.get(victim.key)
+            if body is None:
+                continue
+            reason = (f"preempted by {key} (priority {preemptor.priority} > "
+                      f"{victim.priority})")
+            adapter = adapter_for(body["apiVersion"], body["kind"])
+            if self.dispatcher.mark_requeue(body, adapter, reason, {w.PREEMPTED_BY: key}):
+                metrics.PREEMPTIONS.labels("priority").inc()
+                self.dispatcher.event(body, "Preempted", reason, "Warning")
+                log.info("preempted %s for %s", victim.key, key)
+        self.dispatcher.event(c.job, "Preempting", planned.reason)
+        self._holds[uid] = Hold(
+            {s.cluster: _share_requests(c.job, c.adapter, dict(s.replicas))
+             for s in planned.decision.shares},
+            time.monotonic() + PREEMPTION_HOLD_SECONDS, planned.reason)
+        return Waiting("Preempting", planned.reason)
 
     def _preempt(self, victims: Sequence[Holding], for_job: Body) -> None:
         claimant = q.job_key(for_job)
@@ -590,7 +694,8 @@ class Scheduler:
             shown |= {"name": why.queue, "position": why.position}
         if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
             return
-        status = adapter.waiting_status(job.get("status"), why.reason, why.message, now_text())
+        status = pv.with_preempted(adapter.waiting_status(
+            job.get("status"), why.reason, why.message, now_text()), job, now_text())
         status["queue"] = shown
         self._write_status(job, adapter, status)
 
@@ -682,8 +787,10 @@ class Scheduler:
         unbound = self.dispatcher.unbind(job, adapter)
         if unbound is not None:
             self.cache.upsert("jobs", unbound)
-            self._write_status(unbound, adapter, adapter.waiting_status(
-                None, "Requeued", reason, now_text()))
+            preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
+            self._write_status(unbound, adapter, pv.with_preempted(adapter.waiting_status(
+                None, "Preempted" if preempted else "Requeued", reason, now_text()),
+                unbound, now_text()))
 
     def _finalize(self, job: Body, adapter: KindAdapter, works: Sequence[Body]) -> None:
         if w.FINALIZER not in (job["metadata"].get("finalizers") or []):
@@ -756,6 +863,19 @@ def _observe_stages(meta: Mapping[str, Any], admitted: str | None, bound_at: flo
     if previous is not None:
         metrics.STAGE_SECONDS.labels("bound").observe(max(0.0, bound_at - previous))
     metrics.STAGE_SECONDS.labels("dispatched").observe(max(0.0, dispatched_at - bound_at))
+
+
+@dataclass
+class _PreemptionPass:
+    """What one pass knows for preemption: the running jobs (read once, when first needed)
+    and whether it has decided its one preemption."""
+
+    classes: Mapping[str, int] = field(default_factory=dict)
+    root: QuotaNode | None = None
+    running: list[Running] | None = None
+    floor: int = 0  # the lowest priority a job can have: a job at it preempts nobody
+    plans: int = 0
+    decided: bool = False
 
 
 @dataclass(frozen=True)

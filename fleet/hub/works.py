@@ -30,10 +30,14 @@ FAILOVER_SINCE = "fleet.sh/failover-since"
 # The clusters a job failed over from: its next placement avoids them (as Karmada's scheduler
 # avoids a cluster its binding is being evicted from); cleared by the next bind.
 FAILOVER_AVOID = "fleet.sh/failover-avoid"
+# The job that preempted this one (a bound job's victim): kept until it is bound again, and
+# while it is there the job preempts nobody itself (no cascades).
+PREEMPTED_BY = "fleet.sh/preempted-by"
 WORLD = "fleet.sh/world"
 JOB_GENERATION = "fleet.sh/job-generation"  # the hub job's spec generation a Work carries
 HUB_ANNOTATIONS = (PLACEMENT, CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
-                   "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE, FAILOVER_AVOID)
+                   "fleet.sh/admitted-at", "fleet.sh/requeue", FAILOVER_SINCE, FAILOVER_AVOID,
+                   PREEMPTED_BY)
 
 _PREFIX = {
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjob",

@@ -37,6 +37,7 @@ from member_agent.controllers.runtime import KINDS, JobKey, kind_key
 from member_agent.fencing import Action, Fence
 from member_agent.keyed import LatestPerKey
 from member_agent.member_failures import health
+from member_agent.priority_classes import apply_priority_class, is_priority_class
 from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
@@ -226,7 +227,12 @@ class HubSync:
                 "resourceVersion": meta["resourceVersion"],
                 "finalizers": [*(meta.get("finalizers") or []), AGENT_FINALIZER]}},
                 self.namespace)
-        for manifest in work["spec"]["manifests"]:
+        manifests = work["spec"]["manifests"]
+        # What the job needs first: its pods refer to its PriorityClass and dependencies.
+        for manifest in [*manifests[1:], manifests[0]]:
+            if is_priority_class(manifest):
+                apply_priority_class(self.member, manifest, FIELD_MANAGER)
+                continue
             namespace = manifest["metadata"].get("namespace")
             if namespace and namespace not in self.namespaces:
                 self.member.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -314,8 +320,9 @@ class HubSync:
         shared = self._used_by_others(name)
         job = self._job_of(work)
         for index, manifest in enumerate(work["spec"]["manifests"]):
-            if _identity(manifest) in shared:
-                continue  # a dependency another job on this member still uses
+            if _identity(manifest) in shared or is_priority_class(manifest):
+                continue  # a dependency another job on this member still uses, or a
+                # cluster-wide class that other pods may use by now
             uid = None
             if index == 0 and job is not None:
                 owner = (job["metadata"].get("annotations") or {}).get(WORK_ANNOTATION)
