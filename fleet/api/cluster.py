@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import Field
 from pydantic.config import JsonDict
 
+from fleet.api import limits
 from fleet.api.base import Condition, KubeModel, ObjectMeta
-from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
+from fleet.api.pods import ITEMS_PRESERVED, MAX_CONTAINERS, PRESERVE
 from fleet.api.policy import TaintEffect
 
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"
@@ -103,6 +104,11 @@ class ClusterCapacity(KubeModel):
         default_factory=list, description="The Works holding nodes (counted as not free).")
 
 
+class KubeletEndpoint(KubeModel):
+    address: str = Field(min_length=1, max_length=limits.MAX_NAME)
+    port: int = Field(ge=1, le=65535)
+
+
 CONDITIONS_BY_TYPE: JsonDict = {"x-kubernetes-list-type": "map",
                                 "x-kubernetes-list-map-keys": ["type"]}
 
@@ -117,6 +123,10 @@ class MemberClusterStatus(KubeModel):
     capacity: ClusterCapacity | None = None
     ready_nodes: int | None = None
     free_gpus: int | None = None
+    kubelet_endpoint: KubeletEndpoint | None = Field(
+        default=None,
+        description="Where the agent serves its pods' logs to the hub's API server, as a "
+                    "kubelet does (the address and port of the member's node on the hub).")
 
 
 class MemberCluster(KubeModel):
@@ -166,6 +176,11 @@ class WorkSpec(KubeModel):
 
 class PodSummary(KubeModel):
     name: str
+    labels: dict[str, str] | None = Field(
+        default=None, max_length=limits.MAX_METADATA_ENTRIES,
+        description="The member pod's labels: the hub's mirror of the pod carries them.")
+    containers: list[str] | None = Field(
+        default=None, max_length=MAX_CONTAINERS, description="Names of its containers.")
     role: str | None = None
     phase: str | None = None
     ready: bool | None = None
