@@ -145,9 +145,11 @@ def test_the_kubeflow_sdk_works_against_the_hub(fleet: LocalFleet, hub: Kube, mi
         check=False, timeout=400, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
     assert done.returncode == 0, done.stderr[-3000:]
     got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["succeeded"] and "Succeeded" in got["conditions"], got
+    assert got["succeeded"], got
+    assert "Succeeded" in got["conditions"], got
     assert name in got["listed"]
-    assert len(got["pods"]) == replicas and leader in got["pods"], got["pods"]
+    assert len(got["pods"]) == replicas, got["pods"]
+    assert leader in got["pods"], got["pods"]
     assert got["master"] == [leader]
     expected = POD_LOG.read_text()
     assert got["logs"] == {leader: expected}  # kwok's log on the member, through the hub
