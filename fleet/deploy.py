@@ -246,12 +246,13 @@ def agent_manifests(image: str = IMAGE, cluster: str = "CHANGE-ME",
     """The agent DaemonSet and its RBAC; with ``hub_kubeconfig``, also the Secret holding it
     (join writes it; the kustomize base leaves it out, as it holds a credential)."""
     name = "fleet-agent"
-    env: list[Body] = [{"name": "FLEET_CLUSTER_NAME",
-            "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-           # the kubelet endpoint the hub's API server calls for the member's pods' logs
-           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-           {"name": "FLEET_KUBELET_PORT", "value": str(KUBELET_PORT)}]
+    env: list[Body] = [
+        {"name": "FLEET_CLUSTER_NAME",
+         "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # the kubelet endpoint the hub's API server calls for the member's pods' logs
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "FLEET_KUBELET_PORT", "value": str(KUBELET_PORT)}]
     container = _container(
         "agent", image, "member_agent",
         ["--cluster", "$(FLEET_CLUSTER_NAME)", "--hub-kubeconfig",
