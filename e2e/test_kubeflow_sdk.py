@@ -23,9 +23,9 @@ import pytest
 from e2e.conftest import eventually
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import POD_LOG
+from fleet.api.cluster import MIRROR_OF, MIRROR_PODS
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub.mirrors import MIRROR_OF, MIRROR_PODS
 
 pytestmark = pytest.mark.e2e
 SDK = "kubeflow-training==1.9.4"

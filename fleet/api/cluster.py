@@ -28,6 +28,10 @@ HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
 # On every Work from its creation: the member's agent removes it once it has taken the Work's
 # objects off the member (the hub drops it itself for a member it has lost).
 AGENT_FINALIZER = "fleet.sh/agent"
+# Mirror pods on the hub (fleet.hub.mirrors): the annotation a policy or job turns them on
+# with ("true"), and the label each mirror carries, naming the member that runs its pod.
+MIRROR_PODS = "fleet.sh/mirror-pods"
+MIRROR_OF = "fleet.sh/mirror-of"
 
 # Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
 # keeps it on the job (this annotation, written by the bind, which is guarded by the job's

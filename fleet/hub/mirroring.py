@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 from prometheus_client import Counter
 
-from fleet.api.cluster import KubeletEndpoint
+from fleet.api.cluster import MIRROR_OF, KubeletEndpoint
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -41,7 +41,7 @@ _LOCK = threading.Lock()
 _SYNCED = threading.Event()
 
 
-@kopf.on.event("", "v1", "pods", labels={m.MIRROR_OF: kopf.PRESENT})
+@kopf.on.event("", "v1", "pods", labels={MIRROR_OF: kopf.PRESENT})
 async def watch_mirror_pods(*, type: str, body: kopf.Body, **_: Any) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))

@@ -23,13 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.api.cluster import MEMBER_NAMESPACE_PREFIX
+from fleet.api.cluster import MEMBER_NAMESPACE_PREFIX, MIRROR_OF, MIRROR_PODS
 
 Body = dict[str, Any]
 PodKey = tuple[str, str]  # namespace, name
 
-MIRROR_PODS = "fleet.sh/mirror-pods"  # annotation on a policy or a job: "true" turns it on
-MIRROR_OF = "fleet.sh/mirror-of"  # label on a mirror: its member
 MIRROR_WORK = "fleet.sh/mirror-work"  # annotation on a mirror: <namespace>/<name> of its Work
 NODE_TAINT = "fleet.sh/member"
 # Bounds: mirrors kept on the hub in all (the rest of the pods are not mirrored; a warning and

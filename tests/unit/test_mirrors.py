@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from fleet.api.cluster import MIRROR_OF, MIRROR_PODS
 from fleet.hub import mirrors as m
 from member_agent.kubelet_endpoint import MAX_LOG_BYTES, log_query
 
@@ -36,7 +37,7 @@ def test_a_mirror_carries_the_member_pods_labels_containers_and_state() -> None:
     assert mirror.key == ("team-a", "mnist-master-0")
     meta, spec = mirror.body["metadata"], mirror.body["spec"]
     assert meta["labels"]["training.kubeflow.org/job-role"] == "master"
-    assert meta["labels"][m.MIRROR_OF] == "member1"
+    assert meta["labels"][MIRROR_OF] == "member1"
     assert meta["ownerReferences"][0]["uid"] == "u-1"  # goes with the hub job
     assert spec["nodeName"] == "fleet-member-member1"
     assert spec["containers"] == [{"name": "pytorch", "image": "torch:2"}]
@@ -83,10 +84,10 @@ def test_mirrors_are_bounded() -> None:
 
 @pytest.mark.parametrize(("job", "policy", "wanted"), [
     ({}, {}, False),
-    ({}, {"metadata": {"annotations": {m.MIRROR_PODS: "true"}}}, True),
-    ({"metadata": {"annotations": {m.MIRROR_PODS: "false"}}},
-     {"metadata": {"annotations": {m.MIRROR_PODS: "true"}}}, False),
-    ({"metadata": {"annotations": {m.MIRROR_PODS: "True"}}}, None, True),
+    ({}, {"metadata": {"annotations": {MIRROR_PODS: "true"}}}, True),
+    ({"metadata": {"annotations": {MIRROR_PODS: "false"}}},
+     {"metadata": {"annotations": {MIRROR_PODS: "true"}}}, False),
+    ({"metadata": {"annotations": {MIRROR_PODS: "True"}}}, None, True),
 ])
 def test_mirroring_is_the_policys_or_the_jobs_choice(
         job: dict[str, Any], policy: dict[str, Any] | None, wanted: bool) -> None:
