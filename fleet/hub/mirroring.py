@@ -140,6 +140,8 @@ class Mirroring:
                 self.kube.delete(r.PODS, meta["name"], meta["namespace"], uid=meta.get("uid"),
                                  grace_period_seconds=0)
                 MIRROR_WRITES.labels("delete").inc()
+                with _LOCK:
+                    _MIRRORS.pop((meta["namespace"], meta["name"]), None)
             except (errors.NotFound, errors.Conflict):
                 continue
             except errors.ApiError as exc:
@@ -147,11 +149,16 @@ class Mirroring:
 
     def _status(self, mirror: m.Mirror) -> None:
         try:
-            self.kube.patch(r.PODS, mirror.key[1], {"status": mirror.status}, mirror.key[0],
-                            subresource="status")
+            written = self.kube.patch(r.PODS, mirror.key[1], {"status": mirror.status},
+                                      mirror.key[0], subresource="status")
             MIRROR_WRITES.labels("status").inc()
         except errors.ApiError as exc:
             log.warning("mirror pod status %s/%s: %s", *mirror.key, exc)
+            return
+        # Ahead of its watch event, so the next pass does not write the same status again.
+        with _LOCK:
+            _MIRRORS[mirror.key] = {"metadata": written.get("metadata") or {},
+                                    "status": written.get("status") or {}}
 
     # -- members as nodes -------------------------------------------------------------
     def _nodes(self, snap: Snapshot) -> None:
