@@ -136,7 +136,7 @@ def hub_rules() -> list[Body]:
         # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.mirrors)
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
         _rule([""], ["pods/status"], ["patch"]),
-        _rule([""], ["nodes"], ["get", "create", "patch", "delete"]),
+        _rule([""], ["nodes"], ["get", "list", "create", "patch", "delete"]),
         _rule([""], ["nodes/status"], ["patch"]),
     ]
 

@@ -61,7 +61,7 @@ class Mirroring:
         self.desired: dict[tuple[str, str], list[m.Mirror]] = {}
         self.context = ""  # versions of policies, jobs' annotations and members last used
         self.renewed: dict[str, float] = {}
-        self.nodes: dict[str, tuple[str, int]] = {}
+        self.nodes: dict[str, tuple[str, int]] | None = None  # member -> its node's endpoint
 
     def run(self, stop: threading.Event) -> None:
         # The first list of mirrors must be in before a pass may delete any.
@@ -69,6 +69,7 @@ class Mirroring:
         while not stop.wait(self.interval):
             if not self.leading():
                 self.seen.clear()
+                self.nodes = None
                 continue
             try:
                 self.step(self.cache.snapshot())
@@ -76,13 +77,15 @@ class Mirroring:
                 log.exception("mirror pass failed")
 
     def step(self, snap: Snapshot) -> None:
-        self._nodes(snap)
+        if self.nodes is None:  # a new leader: the members' nodes an earlier one made
+            self.nodes = self._existing_nodes()
+        endpoints = _endpoints(snap)
         policies = [*snap.policies.values(), *snap.cluster_policies.values()]
-        # Which Works want mirrors depends on the policies and on which members are nodes.
+        # Which Works want mirrors depends on the policies and on which members serve logs.
         context = "|".join([*sorted(
             f"{b['metadata'].get('namespace')}/{b['metadata'].get('name')}@"
             f"{b['metadata'].get('resourceVersion')}" for b in policies),
-            *sorted(self.nodes)])
+            *sorted(endpoints)])
         if context != self.context:
             self.seen.clear()
             self.context = context
@@ -101,7 +104,7 @@ class Mirroring:
                 continue
             self.seen[key] = version
             cluster = work.get("spec", {}).get("placement", {}).get("cluster", "")
-            if job is None or cluster not in self.nodes:
+            if job is None or cluster not in endpoints:
                 self.desired.pop(key, None)
                 continue
             chosen = governing_policy(job_identity(job), refs)
@@ -119,7 +122,24 @@ class Mirroring:
         if plan.over_limit:
             log.warning("%d pods not mirrored: at most %d mirrors", plan.over_limit,
                         m.MAX_MIRRORS)
-        self._apply(plan)
+        # A member is a node only while it has mirrors: no node, no Lease writes otherwise.
+        needed = {str(x.body["metadata"]["labels"][MIRROR_OF])
+                  for ms in self.desired.values() for x in ms}
+        ready = self._nodes(snap, endpoints, needed)
+        self._apply(m.Plan(
+            create=[x for x in plan.create if x.body["metadata"]["labels"][MIRROR_OF] in ready],
+            update_status=plan.update_status, delete=plan.delete))
+        with _LOCK:
+            standing = {(b["metadata"].get("labels") or {}).get(MIRROR_OF)
+                        for b in _MIRRORS.values()}
+        for cluster in sorted(set(self.nodes) - needed - standing):
+            try:
+                self.kube.delete(r.NODES, m.node_name(cluster))
+            except errors.ApiError as exc:
+                log.warning("node of %s: %s", cluster, exc)
+                continue
+            self.nodes.pop(cluster)
+            self.renewed.pop(cluster, None)
 
     def _apply(self, plan: m.Plan) -> None:
         for mirror in plan.create:
@@ -161,34 +181,42 @@ class Mirroring:
                                     "status": written.get("status") or {}}
 
     # -- members as nodes -------------------------------------------------------------
-    def _nodes(self, snap: Snapshot) -> None:
+    def _existing_nodes(self) -> dict[str, tuple[str, int]]:
+        items, _ = self.kube.list(r.NODES, label_selector=MIRROR_OF)
+        found = {}
+        for body in items:
+            cluster = (body["metadata"].get("labels") or {}).get(MIRROR_OF)
+            endpoint = (body["metadata"].get("annotations") or {}).get(m.ENDPOINT, "")
+            address, _, port = endpoint.rpartition(":")
+            if cluster and port.isdigit():
+                found[cluster] = (address, int(port))
+        return found
+
+    def _nodes(self, snap: Snapshot, endpoints: Mapping[str, KubeletEndpoint],
+               needed: set[str]) -> set[str]:
+        """Make and keep the nodes ``needed`` (renewing their Leases while their agents'
+        heartbeats are fresh); the members whose node is there."""
+        assert self.nodes is not None
         now = time.monotonic()
-        live: dict[str, tuple[str, int]] = {}
-        for body in snap.clusters.values():
-            cluster = body["metadata"]["name"]
-            raw = (body.get("status") or {}).get("kubeletEndpoint")
-            if not raw:
-                continue
-            try:
-                endpoint = KubeletEndpoint.model_validate(raw)
-            except ValueError:
-                continue
-            live[cluster] = (endpoint.address, endpoint.port)
+        ready = set()
+        for cluster in sorted(needed):
+            endpoint = endpoints[cluster]
             if not _fresh(snap.heartbeat_lease(cluster)):
-                continue  # no renewal: the node goes NotReady, as a silent kubelet's would
-            if self.nodes.get(cluster) != live[cluster]:
-                self._ensure_node(cluster, endpoint)
-            if now - self.renewed.get(cluster, 0.0) >= RENEW_SECONDS:
-                self._renew(cluster)
-                self.renewed[cluster] = now
-        for cluster in set(self.nodes) - set(live):
-            # Its pods go with it (the pod garbage collector removes pods of a missing node).
+                # no renewal: the node goes NotReady, as a silent kubelet's would
+                if cluster in self.nodes:
+                    ready.add(cluster)
+                continue
             try:
-                self.kube.delete(r.NODES, m.node_name(cluster))
+                if self.nodes.get(cluster) != (endpoint.address, endpoint.port):
+                    self._ensure_node(cluster, endpoint)
+                if now - self.renewed.get(cluster, 0.0) >= RENEW_SECONDS:
+                    self._renew(cluster)
+                    self.renewed[cluster] = now
             except errors.ApiError as exc:
                 log.warning("node of %s: %s", cluster, exc)
-                continue
-            self.nodes.pop(cluster)
+            if cluster in self.nodes:
+                ready.add(cluster)
+        return ready
 
     def _ensure_node(self, cluster: str, endpoint: KubeletEndpoint) -> None:
         body = m.node(cluster, endpoint.address, endpoint.port)
@@ -200,6 +228,7 @@ class Mirroring:
         self.kube.patch(r.NODES, body["metadata"]["name"],
                         {"status": m.node_status(endpoint.address, endpoint.port, _now())},
                         subresource="status")
+        assert self.nodes is not None
         self.nodes[cluster] = (endpoint.address, endpoint.port)
         log.info("member %s is node %s (kubelet endpoint %s:%d)", cluster,
                  body["metadata"]["name"], endpoint.address, endpoint.port)
@@ -211,6 +240,19 @@ class Mirroring:
                             "kube-node-lease")
         except errors.NotFound:
             self.kube.create(r.LEASES, lease)
+
+
+def _endpoints(snap: Snapshot) -> dict[str, KubeletEndpoint]:
+    """Members whose agent reports a kubelet endpoint."""
+    out = {}
+    for body in snap.clusters.values():
+        raw = (body.get("status") or {}).get("kubeletEndpoint")
+        if raw:
+            try:
+                out[body["metadata"]["name"]] = KubeletEndpoint.model_validate(raw)
+            except ValueError:
+                continue
+    return out
 
 
 def _fresh(lease: Mapping[str, Any] | None) -> bool:

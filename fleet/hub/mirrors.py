@@ -30,6 +30,7 @@ PodKey = tuple[str, str]  # namespace, name
 
 MIRROR_WORK = "fleet.sh/mirror-work"  # annotation on a mirror: <namespace>/<name> of its Work
 NODE_TAINT = "fleet.sh/member"
+ENDPOINT = "fleet.sh/kubelet-endpoint"  # annotation on a member's node: address:port
 # Bounds: mirrors kept on the hub in all (the rest of the pods are not mirrored; a warning and
 # a metric say so) and containers per mirror (as the pod schema's own bound).
 MAX_MIRRORS = 5_000
@@ -57,7 +58,7 @@ def node(cluster: str, address: str, port: int) -> Body:
         "metadata": {"name": node_name(cluster),
                      "labels": {"type": "virtual-kubelet", MIRROR_OF: cluster,
                                 "kubernetes.io/role": "member"},
-                     "annotations": {"fleet.sh/kubelet-endpoint": f"{address}:{port}"}},
+                     "annotations": {ENDPOINT: f"{address}:{port}"}},
         "spec": {"taints": [{"key": NODE_TAINT, "value": cluster, "effect": "NoSchedule"}]},
     }
 
