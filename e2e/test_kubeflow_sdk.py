@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import textwrap
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,16 @@ def test_the_kubeflow_sdk_works_against_the_hub(fleet: LocalFleet, hub: Kube, mi
     print(f"hub writes for {replicas} mirrored pods of a {kind}: {writes} "
           f"({sum(writes.values()) / replicas:.1f} per pod)")
     assert writes.get("create") == replicas
+
+
+def test_the_agents_kubelet_endpoint_wants_the_hubs_client_certificate(hub: Kube) -> None:
+    """Only the hub's API server (a certificate the hub's CA signed) may read logs there."""
+    endpoint = eventually(
+        lambda: (hub.get(r.MEMBERCLUSTERS, "member1").get("status") or {}).get("kubeletEndpoint"),
+        what="member1's kubelet endpoint reported")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
+    url = f"https://{endpoint['address']}:{endpoint['port']}/containerLogs/kube-system/x/y"
+    with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+        urllib.request.urlopen(url, context=context, timeout=10).read()
