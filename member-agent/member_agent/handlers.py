@@ -104,7 +104,11 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
 
     def lead() -> None:
         # Only the leader serves its pods' logs to the hub (and reports where).
-        endpoint = kubelet_endpoint.from_environment(member, hub, os.environ)
+        try:
+            endpoint = kubelet_endpoint.from_environment(member, hub, os.environ)
+        except (ValueError, OSError) as exc:  # the agent runs on; only logs on the hub miss
+            log.error("no kubelet endpoint for the hub: %s", exc)
+            endpoint = None
         if endpoint is not None:
             reporter.extra["kubeletEndpoint"] = {"address": endpoint.address,
                                                  "port": endpoint.port}
