@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 STAGES = Path(__file__).with_name("stages.yaml")
-# What kwok answers for every container's log on the members (kubectl logs; the hub's mirrors).
+# What kwok answers for every container's log on the members (kubectl logs; the hub's mirrors),
+# in the CRI log format kwok reads.
 POD_LOG = Path(__file__).with_name("pod.log")
 
 
