@@ -144,7 +144,7 @@ def test_the_kubeflow_sdk_works_against_the_hub(fleet: LocalFleet, hub: Kube, mi
     before = mirror_writes(fleet)
     done = subprocess.run(
         [str(sdk_python), "-c", SCRIPT, kind, mirrored, name], capture_output=True, text=True,
-        check=False, timeout=400, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
+        check=False, timeout=240, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
     assert done.returncode == 0, done.stderr[-3000:]
     got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["succeeded"], got

@@ -175,6 +175,8 @@ class KubeletEndpoint:
                        for o in pod["metadata"].get("ownerReferences") or []):
                 _answer(request, 403, f"pod {namespace}/{name} is not a fleet job's pod")
                 return
+            if query.get("follow") == "true" and _finished(pod, container):
+                query = {**query, "follow": "false"}  # as a kubelet: nothing more will come
             response = self.member.stream(r.PODS, name, namespace, "log",
                                           {**query, "container": container})
         except errors.NotFound as exc:
@@ -200,6 +202,17 @@ class KubeletEndpoint:
             pass  # the caller went away
         finally:
             response.release_conn()
+
+
+def _finished(pod: Mapping[str, Any], container: str) -> bool:
+    """Whether ``container`` has ended for good (simulated runtimes such as kwok would follow
+    its log forever)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    return any(c.get("name") == container and "terminated" in (c.get("state") or {})
+               and pod.get("spec", {}).get("restartPolicy") == "Never"
+               for c in status.get("containerStatuses") or [])
 
 
 def _answer(request: BaseHTTPRequestHandler, status: int, text: str) -> None:
