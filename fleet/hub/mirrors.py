@@ -29,6 +29,7 @@ Body = dict[str, Any]
 PodKey = tuple[str, str]  # namespace, name
 
 MIRROR_WORK = "fleet.sh/mirror-work"  # annotation on a mirror: <namespace>/<name> of its Work
+KUBERNETES_MIRROR = "kubernetes.io/config.mirror"
 NODE_TAINT = "fleet.sh/member"
 ENDPOINT = "fleet.sh/kubelet-endpoint"  # annotation on a member's node: address:port
 # Bounds: mirrors kept on the hub in all (the rest of the pods are not mirrored; a warning and
@@ -115,7 +116,11 @@ def mirrors_of(work: Mapping[str, Any], job: Mapping[str, Any]) -> list[Mirror]:
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "name": name, "namespace": namespace, "labels": labels,
-                "annotations": {MIRROR_WORK: f"{wmeta.get('namespace')}/{wmeta['name']}"},
+                "annotations": {MIRROR_WORK: f"{wmeta.get('namespace')}/{wmeta['name']}",
+                                # What Kubernetes calls a pod shown for one a kubelet runs from
+                                # elsewhere: admission leaves its spec alone (no service
+                                # account of the namespace is looked up or mounted).
+                                KUBERNETES_MIRROR: "fleet.sh"},
                 "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
                                      "name": jmeta["name"], "uid": jmeta["uid"],
                                      "blockOwnerDeletion": False}],
