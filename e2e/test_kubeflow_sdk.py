@@ -23,9 +23,11 @@ from typing import Any
 import pytest
 
 from e2e.conftest import eventually
+from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import POD_LOG
 from fleet.api.cluster import MIRROR_OF, MIRROR_PODS
+from fleet.cli.main import main
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -181,3 +183,23 @@ def test_the_agents_kubelet_endpoint_wants_the_hubs_client_certificate(hub: Kube
     url = f"https://{endpoint['address']}:{endpoint['port']}/containerLogs/kube-system/x/y"
     with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
         urllib.request.urlopen(url, context=context, timeout=10).read()
+
+
+def test_kubectl_fleet_logs_reads_a_mirrored_pod_through_the_hub(
+        fleet: LocalFleet, hub: Kube, mirrored: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the hub's kubeconfig only (no member credentials), and the pod still running;
+    deleting the job removes its mirrors at once (no kubelet to confirm a graceful delete)."""
+    job = seed_pytorchjob("cli-mirror", mirrored, run_for="1h", workers=1)
+    hub.create(r.PYTORCHJOBS, job)
+
+    def running() -> bool:
+        pod = hub.get_or_none(r.PODS, "cli-mirror-master-0", mirrored)
+        return pod is not None and (pod.get("status") or {}).get("phase") == "Running"
+    eventually(running, timeout=120, what="the master's mirror Running on the hub")
+    capsys.readouterr()
+    assert main(["logs", "cli-mirror", "-n", mirrored, "--kubeconfig",
+                 str(fleet.kubeconfig(HUB))]) == 0
+    assert "fleet: simulated training step 1" in capsys.readouterr().out
+    hub.delete(r.PYTORCHJOBS, "cli-mirror", mirrored)
+    eventually(lambda: not hub.list(r.PODS, mirrored, label_selector=MIRROR_OF)[0],
+               timeout=60, what="the mirrors gone with the job")
