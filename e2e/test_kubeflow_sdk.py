@@ -70,7 +70,7 @@ SCRIPT = textwrap.dedent('''
         replicas = 3
     out = {}
     sdk.create_job(job)
-    sdk.wait_for_job_conditions(name, timeout=180, polling_interval=1)
+    sdk.wait_for_job_conditions(name, timeout=240, polling_interval=1)
     out["succeeded"] = sdk.is_job_succeeded(name)
     out["conditions"] = [c.type for c in sdk.get_job_conditions(name) if c.status == "True"]
     out["listed"] = [j.metadata.name for j in sdk.list_jobs()]
@@ -146,7 +146,7 @@ def test_the_kubeflow_sdk_works_against_the_hub(fleet: LocalFleet, hub: Kube, mi
     before = mirror_writes(fleet)
     done = subprocess.run(
         [str(sdk_python), "-c", SCRIPT, kind, mirrored, name], capture_output=True, text=True,
-        check=False, timeout=240, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
+        check=False, timeout=360, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
     assert done.returncode == 0, done.stderr[-3000:]
     got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["succeeded"], got
