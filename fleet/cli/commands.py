@@ -439,7 +439,8 @@ def choose_pod(works: Sequence[Mapping[str, Any]], replica: str | None) -> tuple
 
 
 def logs(target: Target, ref: Sequence[str], replica: str | None, container: str | None,
-         follow: bool, tail: int | None, out: TextIO = sys.stdout) -> None:
+         follow: bool, tail: int | None, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up per call: a default bound at import misses redirection
     job = find_job(target, ref)
     works = works_by_job(target.hub()).get(job["metadata"]["uid"], [])
     if not works:
