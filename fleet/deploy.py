@@ -83,6 +83,8 @@ WEBHOOK_CONFIGURATION = "fleet.sh"
 WEBHOOK_TLS_SECRET = "fleet-hub-webhook-tls"
 WEBHOOK_PORT, METRICS_PORT, HEALTH_PORT = 9443, 8080, 8081
 QUEUE_NAMESPACE = "kube-queue"
+KUBELET_PORT = 10350
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 # What every container runs as: no root, nothing written outside its emptyDir, the runtime's
 # default seccomp profile, no capabilities.
 POD_SECURITY: Body = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
@@ -131,6 +133,11 @@ def hub_rules() -> list[Body]:
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
               ["get", "patch"], [WEBHOOK_CONFIGURATION]),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.mirrors)
+        _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+        _rule([""], ["pods/status"], ["patch"]),
+        _rule([""], ["nodes"], ["get", "list", "create", "patch", "delete"]),
+        _rule([""], ["nodes/status"], ["patch"]),
     ]
 
 
@@ -147,6 +154,8 @@ def hub_namespace_rules() -> dict[str, list[Body]]:
             _rule(["scheduling.x-k8s.io"], ["queues"], ["create", "patch"]),
             _rule(["scheduling.x-k8s.io"], ["queues/status"], ["patch"]),
         ],
+        # the Leases of the members' nodes, renewed while their agents' heartbeats are fresh
+        NODE_LEASE_NAMESPACE: [_rule(["coordination.k8s.io"], ["leases"], ["create", "patch"])],
     }
 
 
@@ -221,6 +230,7 @@ def agent_rules() -> list[Body]:
         _rule([""], ["pods", "services", "configmaps", "secrets", "serviceaccounts",
                      "persistentvolumeclaims"], ALL),
         _rule([""], ["pods/exec"], ["create"]),
+        _rule([""], ["pods/log"], ["get"]),  # served to the hub (member_agent.kubelet_endpoint)
         _rule([""], ["namespaces"], ["get", "list", "watch", "create", "patch"]),
         _rule([""], ["nodes"], READ),
         _rule([""], ["events"], ["create", "patch"]),
@@ -238,9 +248,13 @@ def agent_manifests(image: str = IMAGE, cluster: str = "CHANGE-ME",
     """The agent DaemonSet and its RBAC; with ``hub_kubeconfig``, also the Secret holding it
     (join writes it; the kustomize base leaves it out, as it holds a credential)."""
     name = "fleet-agent"
-    env = [{"name": "FLEET_CLUSTER_NAME",
-            "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env: list[Body] = [
+        {"name": "FLEET_CLUSTER_NAME",
+         "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # the kubelet endpoint the hub's API server calls for the member's pods' logs
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "FLEET_KUBELET_PORT", "value": str(KUBELET_PORT)}]
     container = _container(
         "agent", image, "member_agent",
         ["--cluster", "$(FLEET_CLUSTER_NAME)", "--hub-kubeconfig",

@@ -271,7 +271,8 @@ class LocalFleet:
         self._spawn(f"agent-{name}" + (f"-{instance}" if instance else ""),
                     [sys.executable, "-m", "member_agent", "--cluster", name, *self.agent_args],
                     {"KUBECONFIG": str(self.identity_kubeconfig(name)),
-                     "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name))})
+                     "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name)),
+                     "FLEET_KUBELET_PORT": str(free_ports(1)[0])})
 
     def stop_process(self, name: str, sig: int = signal.SIGTERM) -> None:
         pids = self._load().get("processes", {})

@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import Field
 from pydantic.config import JsonDict
 
+from fleet.api import limits
 from fleet.api.base import Condition, KubeModel, ObjectMeta
-from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
+from fleet.api.pods import ITEMS_PRESERVED, MAX_CONTAINERS, PRESERVE
 from fleet.api.policy import TaintEffect
 
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"
@@ -27,6 +28,10 @@ HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
 # On every Work from its creation: the member's agent removes it once it has taken the Work's
 # objects off the member (the hub drops it itself for a member it has lost).
 AGENT_FINALIZER = "fleet.sh/agent"
+# Mirror pods on the hub (fleet.hub.mirrors): the annotation a policy or job turns them on
+# with ("true"), and the label each mirror carries, naming the member that runs its pod.
+MIRROR_PODS = "fleet.sh/mirror-pods"
+MIRROR_OF = "fleet.sh/mirror-of"
 
 # Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
 # keeps it on the job (this annotation, written by the bind, which is guarded by the job's
@@ -104,6 +109,11 @@ class ClusterCapacity(KubeModel):
         default_factory=list, description="The Works holding nodes (counted as not free).")
 
 
+class KubeletEndpoint(KubeModel):
+    address: str = Field(min_length=1, max_length=limits.MAX_NAME)
+    port: int = Field(ge=1, le=65535)
+
+
 CONDITIONS_BY_TYPE: JsonDict = {"x-kubernetes-list-type": "map",
                                 "x-kubernetes-list-map-keys": ["type"]}
 
@@ -118,6 +128,10 @@ class MemberClusterStatus(KubeModel):
     capacity: ClusterCapacity | None = None
     ready_nodes: int | None = None
     free_gpus: int | None = None
+    kubelet_endpoint: KubeletEndpoint | None = Field(
+        default=None,
+        description="Where the agent serves its pods' logs to the hub's API server, as a "
+                    "kubelet does (the address and port of the member's node on the hub).")
 
 
 class MemberCluster(KubeModel):
@@ -167,6 +181,11 @@ class WorkSpec(KubeModel):
 
 class PodSummary(KubeModel):
     name: str
+    labels: dict[str, str] | None = Field(
+        default=None, max_length=limits.MAX_METADATA_ENTRIES,
+        description="The member pod's labels: the hub's mirror of the pod carries them.")
+    containers: list[str] | None = Field(
+        default=None, max_length=MAX_CONTAINERS, description="Names of its containers.")
     role: str | None = None
     phase: str | None = None
     ready: bool | None = None

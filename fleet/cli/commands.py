@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from fleet.api.cluster import HEARTBEAT_LEASE, member_namespace
+from fleet.api.cluster import HEARTBEAT_LEASE, MIRROR_OF, member_namespace
 from fleet.api.quantity import CPU, GPU, MEMORY, format_canonical
 from fleet.cli import kinds, output
 from fleet.cli.config import CliError, Target
@@ -439,17 +439,24 @@ def choose_pod(works: Sequence[Mapping[str, Any]], replica: str | None) -> tuple
 
 
 def logs(target: Target, ref: Sequence[str], replica: str | None, container: str | None,
-         follow: bool, tail: int | None, out: TextIO = sys.stdout) -> None:
+         follow: bool, tail: int | None, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up per call: a default bound at import misses redirection
     job = find_job(target, ref)
     works = works_by_job(target.hub()).get(job["metadata"]["uid"], [])
     if not works:
         raise CliError(f"{output.name_of(job)} is not placed on any member yet")
     cluster, pod = choose_pod(works, replica)
-    member = target.member(cluster)
+    namespace = job["metadata"]["namespace"]
+    # A mirrored pod's log comes through the hub (its API server asks the member's agent),
+    # as ``kubectl logs`` gets it: no member credentials needed. Else from the member.
+    hub = target.hub()
+    mirror = hub.get_or_none(r.PODS, pod["name"], namespace)
+    source = hub if mirror is not None and (mirror["metadata"].get("labels") or {}).get(
+        MIRROR_OF) == cluster else target.member(cluster)
     query = {"container": container, "follow": "true" if follow else None,
              "tailLines": tail}
     try:
-        for chunk in _stream(member, pod["name"], job["metadata"]["namespace"], query):
+        for chunk in _stream(source, pod["name"], namespace, query):
             out.write(chunk)
             out.flush()
     except errors.ApiError as exc:

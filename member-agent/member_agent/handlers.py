@@ -14,6 +14,7 @@ from fleet import metrics
 from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
+from member_agent import kubelet_endpoint
 from member_agent.controllers.runtime import (
     KINDS,
     JobController,
@@ -102,6 +103,16 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
                 ("fencing", sync.fence_loop), ("heartbeat", reporter.run)]
 
     def lead() -> None:
+        # Only the leader serves its pods' logs to the hub (and reports where).
+        try:
+            endpoint = kubelet_endpoint.from_environment(member, hub, os.environ)
+        except (ValueError, OSError) as exc:  # the agent runs on; only logs on the hub miss
+            log.error("no kubelet endpoint for the hub: %s", exc)
+            endpoint = None
+        if endpoint is not None:
+            reporter.extra["kubeletEndpoint"] = {"address": endpoint.address,
+                                                 "port": endpoint.port}
+            threads.append(("kubelet-endpoint", endpoint.run))
         for name, target in threads:
             threading.Thread(target=target, args=(_STOP,), name=name, daemon=True).start()
 

@@ -457,6 +457,9 @@ def _summary(pod: Mapping[str, Any]) -> Body:
         "node": spec.get("nodeName"),
         "exitCode": exit_code,
         "startTime": status.get("startTime"),
+        # for the hub's mirror of the pod (fleet.hub.mirrors)
+        "labels": meta.get("labels") or None,
+        "containers": [c["name"] for c in spec.get("containers") or []] or None,
     }
     return {k: v for k, v in summary.items() if v is not None}
 

@@ -55,6 +55,7 @@ class Reporter:
         self.capacity_part: dict[str, Any] | None = None
         self.dirty = True  # nodes or pods changed since the capacity was computed
         self.compute_seconds = 0.0
+        self.extra: dict[str, Any] = {}  # further status fields (the kubelet endpoint)
 
     def run(self, stop: threading.Event) -> None:
         next_beat = 0.0
@@ -140,7 +141,8 @@ class Reporter:
             ready = {"type": "Ready", "status": "True", "reason": "AgentHeartbeat",
                      "message": f"agent reports {nodes} schedulable nodes",
                      "lastTransitionTime": self.ready_since}
-        return {"lastHeartbeatTime": now, **(self.capacity_part or {}), "conditions": [ready]}
+        return {"lastHeartbeatTime": now, **(self.capacity_part or {}), **self.extra,
+                "conditions": [ready]}
 
     def report(self) -> None:
         """Apply the status if it changed (not sooner than ``min_gap`` after the last) or
