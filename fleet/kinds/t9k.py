@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.protocol import reported_job_status
 from fleet.clients import resources as r
 from fleet.kinds.base import Body, KindAdapter, RoleSpec, deep_copy
-from fleet.kinds.status import leader_work
+from fleet.kinds.status import job_status_of, leader_work
 
 
 class TensorFlowTrainingJobAdapter(KindAdapter):
@@ -70,28 +71,28 @@ class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
 
 def merge_t9k_status(current: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
                      leaders: Sequence[str]) -> Body:
-    reported = [w for w in works if (w.get("status") or {}).get("jobStatus")]
+    reported = [w for w in works if reported_job_status(w)]
     out: Body = {k: v for k, v in current.items() if k in ("clusters",)}
     if not reported:
         out["phase"] = current.get("phase") or "Pending"
         out["conditions"] = list(current.get("conditions", []))
         return out
-    lead = leader_work(reported, leaders)["status"]["jobStatus"]
+    lead = job_status_of(leader_work(reported, leaders))
     out.update({k: v for k, v in lead.items()
                 if k in ("conditions", "phase", "tensorboard", "startTime", "completionTime")})
-    phases = [w["status"]["jobStatus"].get("phase") for w in reported]
+    phases = [job_status_of(w).get("phase") for w in reported]
     if "Failed" in phases:
         out["phase"] = "Failed"
     tasks: list[Body] = []
     aggregate: dict[str, int] = {}
     for work in reported:
-        status = work["status"]["jobStatus"]
+        status = job_status_of(work)
         tasks.extend(status.get("tasks") or [])
         for key, value in (status.get("aggregate") or {}).items():
             aggregate[key] = aggregate.get(key, 0) + int(value)
     out["tasks"] = tasks
     out["aggregate"] = aggregate
-    out["backoffCount"] = sum(int(w["status"]["jobStatus"].get("backoffCount", 0))
+    out["backoffCount"] = sum(int(job_status_of(w).get("backoffCount", 0))
                               for w in reported)
     return out
 

@@ -21,7 +21,6 @@ from typing import Any
 
 # Pod annotation naming the variant a pod was created as: "" for training, "debug" for a
 # job in debug mode, "resume" for a job that came back from pause (resumeSpecs apply).
-VARIANT = "fleet.sh/run-variant"
 
 
 class Restart(StrEnum):

@@ -4,21 +4,18 @@ run policy says, and how its status reads. Kinds are pure; ``reconcile`` drives 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleet.api import protocol
 from fleet.clients.resources import Resource
 from member_agent.controllers import core
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.naming import label_value, replica_name
 
 Body = dict[str, Any]
-OFFSETS = "fleet.sh/replica-offsets"
-WORLD = "fleet.sh/world"
-JOB_UID = "fleet.sh/job-uid"
 CLUSTERSET_DOMAIN = "clusterset.local"
 
 
@@ -65,8 +62,7 @@ class JobKind:
         raise NotImplementedError
 
     def replica_types(self, job: Mapping[str, Any]) -> list[core.ReplicaType]:
-        offsets: Mapping[str, int] = json.loads(
-            (job["metadata"].get("annotations") or {}).get(OFFSETS) or "{}")
+        offsets = protocol.replica_offsets(job["metadata"])
         return [
             core.ReplicaType(
                 name=name, replicas=int(spec.get("replicas", 1)),
@@ -133,7 +129,7 @@ class JobKind:
     # -- world (a job split across clusters) ---------------------------------------------
     def world(self, job: Mapping[str, Any]) -> dict[str, int]:
         """Replicas per type across every cluster the job runs in."""
-        shares = json.loads((job["metadata"].get("annotations") or {}).get(WORLD) or "[]")
+        shares = protocol.world(job["metadata"])
         if not shares:
             return {t.name: t.replicas for t in self.replica_types(job)}
         total: dict[str, int] = {}
@@ -145,7 +141,7 @@ class JobKind:
     def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
         """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the
         hub split the job: then this cluster holds only its share's indices)."""
-        if not (job["metadata"].get("annotations") or {}).get(WORLD):
+        if not protocol.world_text(job["metadata"]):
             return True
         return any(t.name == rtype and index in t.indices() for t in self.replica_types(job))
 
@@ -165,9 +161,9 @@ class JobKind:
         meta = job["metadata"]
         labels = {self.job_label: label_value(meta["name"]), self.type_label: rtype.lower(),
                   self.index_label: str(index)}
-        uid = (meta.get("labels") or {}).get(JOB_UID)
+        uid = (meta.get("labels") or {}).get(protocol.JOB_UID)
         if uid:
-            labels[JOB_UID] = uid
+            labels[protocol.JOB_UID] = uid
         return labels
 
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
@@ -204,7 +200,7 @@ class JobKind:
         spec.setdefault("hostname", name)
         annotations = dict(template_meta.get("annotations") or {})
         if variant:
-            annotations[core.VARIANT] = variant
+            annotations[protocol.RUN_VARIANT] = variant
         pod: Body = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {

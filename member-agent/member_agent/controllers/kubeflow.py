@@ -15,10 +15,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api import protocol
 from fleet.clients import resources as r
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
-from member_agent.controllers.kind import WORLD, Body, JobKind, Observed, RunMode
+from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
 
 GROUP_LABEL = "training.kubeflow.org"
 JOB_NAME = f"{GROUP_LABEL}/job-name"
@@ -26,7 +27,6 @@ REPLICA_TYPE = f"{GROUP_LABEL}/replica-type"
 REPLICA_INDEX = f"{GROUP_LABEL}/replica-index"
 JOB_ROLE = f"{GROUP_LABEL}/job-role"
 OPERATOR = f"{GROUP_LABEL}/operator-name"
-FEDERATED = "fleet.sh/work"  # set on jobs the agent applied from a Work
 CLEAN_POD_POLICY = {"None": core.Cleanup.NONE, "Running": core.Cleanup.UNFINISHED,
                     "All": core.Cleanup.ALL}
 
@@ -59,7 +59,7 @@ class KubeflowKind(JobKind):
         return RunMode(stop="Suspended" if self.run_policy(job).get("suspend") else "")
 
     def ttl(self, job: Mapping[str, Any]) -> int | None:
-        if FEDERATED in (job["metadata"].get("annotations") or {}):
+        if protocol.WORK in (job["metadata"].get("annotations") or {}):
             return None  # the hub deletes a federated job, and its Works with it
         value = self.run_policy(job).get("ttlSecondsAfterFinished")
         return None if value is None else int(value)
@@ -222,7 +222,7 @@ class PyTorchKind(KubeflowKind):
                     {"name": "PET_NNODES", "value": str(total)}]
         if nproc:
             env.append({"name": "PET_NPROC_PER_NODE", "value": nproc})
-        world_text = (job["metadata"].get("annotations") or {}).get(WORLD)
+        world_text = protocol.world_text(job["metadata"])
         if world_text:  # split across clusters: every replica learns where its peers are
             env.append({"name": "FLEET_WORLD", "value": world_text})
         return env

@@ -20,13 +20,13 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.protocol import replica_offsets
 from fleet.clients import resources as r
 from member_agent.controllers import core, mpi
-from member_agent.controllers.kind import OFFSETS, Body, owner
+from member_agent.controllers.kind import Body, owner
 from member_agent.controllers.naming import derived_name, label_value
 from member_agent.controllers.t9k import T9kKind
 
@@ -44,7 +44,7 @@ class T9kMPIKind(mpi.LauncherAfterWorkers, T9kKind):
     def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         worker = job["spec"]["worker"]
         specs: list[tuple[str, Mapping[str, Any]]] = []
-        offsets = json.loads((job["metadata"].get("annotations") or {}).get(OFFSETS) or "{}")
+        offsets = replica_offsets(job["metadata"])
         if int(offsets.get(WORKER, 0)) == 0:  # the share holding worker 0 runs the launcher
             specs.append((LAUNCHER, {"replicas": 1, "template": worker.get("template") or {}}))
         specs.append((WORKER, {"replicas": worker.get("replicas", 1),
