@@ -20,6 +20,7 @@ from fleet.api.protocol import (
     decode_placement,
     encode_placement,
 )
+from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
 
 Body = dict[str, Any]
@@ -32,20 +33,16 @@ __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GEN
 HUB_ANNOTATIONS = (p.PLACEMENT, p.CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
                    p.ADMITTED_AT, p.REQUEUE, p.FAILOVER_SINCE, p.FAILOVER_AVOID)
 
-_PREFIX = {
-    ("kubeflow.org/v1", "PyTorchJob"): "pytorchjob",
-    ("kubeflow.org/v1", "TFJob"): "tfjob",
-    ("kubeflow.org/v1", "MPIJob"): "mpijob",
-    ("batch.tensorstack.dev/v1beta1", "MPIJob"): "t9k-mpijob",
-    ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob"): "t9k-tfjob",
-}
 MAX_NAME = 253
 
 
 def work_name(job: Mapping[str, Any]) -> str:
     """Deterministic for one job object, so a retried dispatch never creates a second Work."""
     meta = job["metadata"]
-    prefix = _PREFIX.get((job["apiVersion"], job["kind"]), job["kind"].lower())
+    try:
+        prefix = adapter_for(job["apiVersion"], job["kind"]).work_prefix
+    except KeyError:  # not a kind fleet runs
+        prefix = job["kind"].lower()
     name = f"{prefix}-{meta['namespace']}-{meta['name']}-{meta['uid'][:5]}"
     if len(name) > MAX_NAME:
         digest = hashlib.sha256(name.encode()).hexdigest()[:10]

@@ -8,27 +8,29 @@ from typing import Any
 
 from fleet.api.protocol import reported_job_status
 from fleet.clients import resources as r
-from fleet.kinds.base import Body, KindAdapter, RoleSpec, deep_copy
+from fleet.kinds.base import Body, KindAdapter, deep_copy
 from fleet.kinds.status import job_status_of, leader_work
 
 
 class TensorFlowTrainingJobAdapter(KindAdapter):
+    """A list of typed replica specs; the chief leads, else the worker (seed 003)."""
+
     resource = r.TENSORFLOWTRAININGJOBS
+    work_prefix = "t9k-tfjob"
     leaders = ("chief",)
+    fallback_leader = "worker"
     has_phase = True
     replicas_field = "spec.replicaSpecs"
 
     def role_path(self, role: str) -> str:
         return f"{self.replicas_field}[type={role}]"
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
-        specs = (body.get("spec") or {}).get("replicaSpecs") or []
-        has_chief = any(s.get("type") == "chief" for s in specs)
-        return [
-            RoleSpec(s["type"], int(s.get("replicas", 1)), s.get("template") or {},
-                     s["type"] == "chief" or (not has_chief and s["type"] == "worker"))
-            for s in specs
-        ]
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        return [(spec["type"], spec) for spec in (body.get("spec") or {}).get("replicaSpecs")
+                or []]
+
+    def is_leader(self, role: str, roles: Sequence[str]) -> bool:
+        return role == self.leader_role(roles)
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         out = deep_copy(body)
@@ -49,19 +51,21 @@ class TensorFlowTrainingJobAdapter(KindAdapter):
 
 
 class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
-    """The launcher requests nothing the hub counts: it runs beside the workers."""
+    """One worker spec. The launcher, which the member's controller adds, requests nothing
+    the hub counts: it runs beside the workers, with the share holding worker 0."""
 
     resource = r.T9K_MPIJOBS
+    work_prefix = "t9k-mpijob"
     leaders = ("worker",)
     replicas_field = "spec"
 
     def role_path(self, role: str) -> str:
         return "spec.worker"
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         worker = (body.get("spec") or {}).get("worker") or {}
-        return [RoleSpec("worker", int(worker.get("replicas", 1)), worker.get("template") or {},
-                         True)]
+        return [("worker", {"replicas": worker.get("replicas", 1),
+                            "template": worker.get("template") or {}})]
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         out = deep_copy(body)

@@ -1,5 +1,7 @@
-"""What a job kind tells the shared core: where its replicas are, how its pods look, what its
-run policy says, and how its status reads. Kinds are pure; ``reconcile`` drives them."""
+"""What a job kind tells the shared core: how its pods look, what its run policy says, and
+how its status is written. What the kind is (its resource, where its roles live, which one
+leads, how its status reads) comes from its description in :mod:`fleet.kinds`, the one the hub
+reads too. Kinds are pure; ``reconcile`` drives them."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 
 from fleet.api import protocol
 from fleet.clients.resources import Resource
+from fleet.kinds.base import KindAdapter
 from member_agent.controllers import core
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.naming import label_value, replica_name
@@ -39,11 +42,9 @@ class Observed:
 
 
 class JobKind:
-    """Base of every kind; subclasses fill in the spec-reading and status parts."""
+    """Base of every kind; subclasses fill in how the kind runs and writes its status."""
 
-    kind: str
-    group: str
-    resource: Resource
+    description: KindAdapter  # what the kind is: shared with the hub
     container: str  # the training container the controller configures
     job_label: str  # pod labels the controller sets and reads back
     type_label: str
@@ -51,12 +52,24 @@ class JobKind:
     retryable_codes: frozenset[int] | None = None  # None: Kubeflow's rule (>= 128)
 
     @property
+    def resource(self) -> Resource:
+        return self.description.resource
+
+    @property
+    def kind(self) -> str:
+        return self.description.resource.kind
+
+    @property
+    def group(self) -> str:
+        return self.description.resource.group
+
+    @property
     def key(self) -> str:
         return f"{self.kind}.{self.group}"
 
     # -- spec --------------------------------------------------------------------------
     def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        raise NotImplementedError
+        return self.description.replica_specs(job)
 
     def default_restart(self, rtype: str) -> core.Restart:
         raise NotImplementedError
@@ -96,7 +109,7 @@ class JobKind:
 
     def leader(self, types: Sequence[str]) -> tuple[str, int]:
         """The replica whose success ends the job."""
-        raise NotImplementedError
+        return self.description.leader_role(types), 0
 
     def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
                    ) -> frozenset[str]:
@@ -242,10 +255,10 @@ class JobKind:
         raise NotImplementedError
 
     def finished(self, status: Mapping[str, Any]) -> bool:
-        raise NotImplementedError
+        return self.description.finished(status)
 
     def failed(self, status: Mapping[str, Any]) -> bool:
-        raise NotImplementedError
+        return self.description.failed(status)
 
     def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
              now: str) -> Body:
