@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
 from fleet.api.policy import TaintEffect
 from fleet.api.protocol import (
@@ -91,12 +91,10 @@ class MemberClusterStatus(KubeModel):
     free_gpus: int | None = None
 
 
-class MemberCluster(KubeModel):
+class MemberCluster(CustomResource[MemberClusterSpec, MemberClusterStatus]):
     api_version: str = API_VERSION
     kind: str = "MemberCluster"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: MemberClusterSpec = Field(default_factory=MemberClusterSpec)
-    status: MemberClusterStatus | None = None
 
 
 class JobReference(KubeModel):
@@ -159,9 +157,6 @@ class WorkStatus(KubeModel):
     observed_generation: int | None = None
 
 
-class Work(KubeModel):
+class Work(CustomResource[WorkSpec, WorkStatus]):
     api_version: str = API_VERSION
     kind: str = "Work"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: WorkSpec
-    status: WorkStatus | None = None

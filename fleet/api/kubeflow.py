@@ -13,8 +13,10 @@ from pydantic import Field
 from pydantic.config import JsonDict, JsonValue
 
 from fleet.api import limits
-from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.pods import PodTemplateSpec
+
+KUBEFLOW_V1 = "kubeflow.org/v1"
 
 
 class RestartPolicy(StrEnum):
@@ -159,12 +161,9 @@ class PyTorchJobSpec(KubeModel):
     nproc_per_node: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
-class PyTorchJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class PyTorchJob(CustomResource[PyTorchJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "PyTorchJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: PyTorchJobSpec
-    status: JobStatus | None = None
 
 
 class SuccessPolicy(StrEnum):
@@ -192,12 +191,9 @@ class TFJobSpec(KubeModel):
     enable_dynamic_worker: bool | None = None
 
 
-class TFJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class TFJob(CustomResource[TFJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "TFJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TFJobSpec
-    status: JobStatus | None = None
 
 
 class MPIJobSpec(KubeModel):
@@ -227,9 +223,6 @@ class MPIJobSpec(KubeModel):
     main_container: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
-class MPIJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class MPIJob(CustomResource[MPIJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "MPIJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MPIJobSpec
-    status: JobStatus | None = None
