@@ -42,6 +42,8 @@ PLACEMENT_GENERATION = f"{GROUP}/placement-generation"
 # Work (the hub sets it when it fails the job over or deletes it), else on the member copy.
 PURGE_MODE = f"{GROUP}/purge-mode"
 PURGE_IMMEDIATELY, PURGE_GRACIOUSLY, PURGE_NEVER = "Immediately", "Graciously", "Never"
+# The annotations above that stay on the hub job: its member copies never carry them.
+HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's

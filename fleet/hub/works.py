@@ -29,9 +29,8 @@ Body = dict[str, Any]
 __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GENERATION",
            "JOB_UID", "PLACEMENT", "PURGE_MODE", "decode_placement", "encode_placement",
            "member_manifest", "outdated", "work_body", "work_name"]
-# What a member copy does not carry: the hub's bookkeeping on the job.
-HUB_ANNOTATIONS = (p.PLACEMENT, p.CLUSTERS, "kubectl.kubernetes.io/last-applied-configuration",
-                   p.ADMITTED_AT, p.REQUEUE, p.FAILOVER_SINCE, p.FAILOVER_AVOID)
+# What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
+HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 
 MAX_NAME = 253
 
