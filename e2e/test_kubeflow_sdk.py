@@ -26,7 +26,7 @@ from e2e.conftest import eventually
 from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import POD_LOG
-from fleet.api.cluster import MIRROR_OF, MIRROR_PODS
+from fleet.api.protocol import MIRROR_OF, MIRROR_PODS
 from fleet.cli.main import main
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube

@@ -19,9 +19,9 @@ from e2e.conftest import eventually
 from e2e.jobs import gang_namespace, hub_job, hub_state, member, seed_pytorchjob
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
+from fleet.api.protocol import PROPAGATED_LABEL
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.kinds.deps import PROPAGATED_LABEL
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from fleet.api.protocol import GROUP
+
 Body = dict[str, Any]
 NAMESPACE = "fleet-system"
 VERSION = "0.1.0"
@@ -119,9 +121,9 @@ def hub_rules() -> list[Body]:
     its own webhook configuration. The namespaces it writes to come with the install."""
     return [
         *_job_rules(["get", "list", "watch", "patch", "update", "delete"]),
-        _rule(["fleet.sh"], ["works"], ["get", "list", "watch", "create", "patch", "delete"]),
-        _rule(["fleet.sh"], ["memberclusters"], READ),
-        _rule(["fleet.sh"], ["memberclusters/status"], ["patch"]),
+        _rule([GROUP], ["works"], ["get", "list", "watch", "create", "patch", "delete"]),
+        _rule([GROUP], ["memberclusters"], READ),
+        _rule([GROUP], ["memberclusters/status"], ["patch"]),
         _rule(["policy.one.alibabacloud.com"],
               ["propagationpolicies", "clusterpropagationpolicies"], READ),
         _rule(["scheduling.sigs.k8s.io"], ["elasticquotatrees"], READ),

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.api.cluster import HEARTBEAT_LEASE, member_namespace
+from fleet.api import protocol
+from fleet.api.protocol import HEARTBEAT_LEASE, member_namespace
 
 Body = dict[str, Any]
-EVICTING = "fleet.sh/evict-after"
+EVICTING = protocol.EVICT_AFTER  # named through this module by the scheduler
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
 (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES,

@@ -18,7 +18,8 @@ from typing import Any
 import kopf
 from prometheus_client import Counter
 
-from fleet.api.cluster import MIRROR_OF, KubeletEndpoint
+from fleet.api.cluster import KubeletEndpoint
+from fleet.api.protocol import MIRROR_OF
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.api.cluster import MEMBER_NAMESPACE_PREFIX, MIRROR_OF, MIRROR_PODS
+from fleet.api.protocol import MEMBER_NAMESPACE_PREFIX, MIRROR_OF, MIRROR_PODS
 
 Body = dict[str, Any]
 PodKey = tuple[str, str]  # namespace, name

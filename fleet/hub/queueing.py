@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.api.protocol import QUOTA_TREE_LABEL
 from fleet.api.quantity import format_canonical
 from fleet.hub import dispatch
 from fleet.hub import works as w
@@ -147,7 +148,7 @@ def queue_objects(tree: Body, root: QuotaNode, admission: AdmissionPass,
         out.append(QueueState(names[placed.path], placed.path, {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "Queue",
             "metadata": {"name": names[placed.path], "namespace": QUEUE_NAMESPACE,
-                         "labels": {"fleet.sh/quota-tree": tree["metadata"]["name"]}},
+                         "labels": {QUOTA_TREE_LABEL: tree["metadata"]["name"]}},
             "spec": {"tree": tree_ref, "path": list(placed.path)},
             "status": status,
         }))

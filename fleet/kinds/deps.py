@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleet.api.protocol import PROPAGATED_LABEL
+
 CONFIGMAP, SECRET, PVC = "ConfigMap", "Secret", "PersistentVolumeClaim"
 T9K_PVC_PREFIX = "t9k://pvc/"
 
@@ -70,7 +72,6 @@ def dependency_manifest(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 PRIORITYCLASS = "PriorityClass"
-PROPAGATED_LABEL = "fleet.sh/propagated"  # on member objects fleet made (and may replace)
 
 
 def priority_class_names(job: Mapping[str, Any], templates: Iterable[Mapping[str, Any]]

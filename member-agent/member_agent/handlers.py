@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from fleet import metrics
+from fleet.api.protocol import TENSORBOARD_FOR
 from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
@@ -21,7 +22,6 @@ from member_agent.controllers.runtime import (
     WorkQueue,
     key_of,
 )
-from member_agent.controllers.tensorboard import FOR_LABEL
 from member_agent.election import AgentElection
 from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
@@ -62,7 +62,7 @@ async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
         QUEUE.add(key)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={FOR_LABEL: kopf.PRESENT})
+@kopf.on.event("apps", "v1", "deployments", labels={TENSORBOARD_FOR: kopf.PRESENT})
 async def on_tensorboard(*, type: str, body: kopf.Body, **_: Any) -> None:
     key = STATE.stores.put_board(body, type == "DELETED")
     if key is not None:

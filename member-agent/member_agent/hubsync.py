@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.cluster import AGENT_FINALIZER, HEALTHY, member_namespace
+from fleet.api import protocol
+from fleet.api.protocol import AGENT_FINALIZER, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -45,9 +46,6 @@ from member_agent.state import MemberState
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
 FIELD_MANAGER = "fleet-agent"
-PURGE_MODE = fencing.PURGE_MODE
-WORK_ANNOTATION = fencing.WORK_ANNOTATION
-JOB_UID = fencing.JOB_UID
 DRIFT_GRACE_SECONDS = 10.0  # how long a job may be missing from the member's cache after apply
 
 
@@ -149,8 +147,7 @@ class HubSync:
         jobs = self.state.stores.all_jobs()
         with self.lock:
             fences = dict(self.fences)
-            self.kept &= {str((b["metadata"].get("annotations") or {}).get(
-                WORK_ANNOTATION, "")).partition("/")[2] for _, b in jobs}
+            self.kept &= {protocol.copy_work(b["metadata"])[1] for _, b in jobs}
             kept = set(self.kept)
         for verdict in fencing.sweep(jobs, self.namespace, fences,
                                      synced=self.synced.is_set()):
@@ -198,7 +195,7 @@ class HubSync:
             if not purged:  # released without us (its member was lost): its copy goes now
                 current = self._job_of(work)
                 self._remove_objects(work, "its Work was deleted without the agent")
-                if current is not None and _purge_mode(work) != "Never":
+                if current is not None and protocol.work_purge_mode(work) != protocol.PURGE_NEVER:
                     self._delete_pods(_job_key(work), current["metadata"].get("uid", ""))
             return
         try:
@@ -246,8 +243,9 @@ class HubSync:
             self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
             self.works[work["metadata"]["name"]] = work
             self.applied[work["metadata"]["name"]] = work["metadata"].get("generation", 0)
-            if first and (work.get("status") or {}).get("boundTime"):
-                self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
+            bound = protocol.bound_time(work)
+            if first and bound:
+                self.bound_at[work["metadata"]["name"]] = bound
         if first:
             metrics.WORKS_APPLIED.labels(self.cluster).inc()
             STAGES.applied(work)
@@ -311,7 +309,7 @@ class HubSync:
         uses stay), unless the purge mode is Never."""
         meta = work["metadata"]
         name = meta["name"]
-        if _purge_mode(work) == "Never":
+        if protocol.work_purge_mode(work) == protocol.PURGE_NEVER:
             with self.lock:
                 self.kept.add(name)
             log.info("keeping the objects of work %s (%s): purge mode Never", name, why)
@@ -325,8 +323,7 @@ class HubSync:
                 # cluster-wide class that other pods may use by now
             uid = None
             if index == 0 and job is not None:
-                owner = (job["metadata"].get("annotations") or {}).get(WORK_ANNOTATION)
-                if owner != f"{self.namespace}/{name}":
+                if protocol.copy_work(job["metadata"]) != (self.namespace, name):
                     continue  # the job of the same name is another Work's copy now
                 uid = job["metadata"].get("uid")
             resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
@@ -394,28 +391,22 @@ class HubSync:
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
             self.state.changed.set()  # its reservation ends: the capacity report changes
-        status: Body = {
-            "applied": job is not None,
-            "state": adapter.state(job_status) or ("Applied" if job else "Pending"),
-            "jobStatus": job_status or None,
-            "pods": pods,
-            "conditions": [{"type": "Applied", "status": "True" if job else "False",
-                            "reason": "AppliedToMember" if job else "Applying",
-                            "message": f"job applied on {self.cluster}" if job else "",
-                            "lastTransitionTime": work["metadata"].get("creationTimestamp")}],
-        }
-        if name in self.bound_at:
-            status["boundTime"] = self.bound_at[name]
         if share.healthy:
             self.unhealthy_since.pop(name, None)
         else:
             self.unhealthy_since.setdefault(name, stamp())
-        status["conditions"].append({
-            "type": HEALTHY, "status": "True" if share.healthy else "False",
-            "reason": share.reason, "message": share.message,
-            "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
-                "creationTimestamp")})
-        return status
+        created = work["metadata"].get("creationTimestamp")
+        return protocol.work_status(
+            applied=job is not None,
+            state=adapter.state(job_status) or ("Applied" if job else "Pending"),
+            job_status=job_status, pods=pods, bound_time=self.bound_at.get(name),
+            conditions=[{"type": protocol.APPLIED, "status": "True" if job else "False",
+                         "reason": "AppliedToMember" if job else "Applying",
+                         "message": f"job applied on {self.cluster}" if job else "",
+                         "lastTransitionTime": created},
+                        {"type": protocol.HEALTHY, "status": "True" if share.healthy else "False",
+                         "reason": share.reason, "message": share.message,
+                         "lastTransitionTime": self.unhealthy_since.get(name) or created}])
 
 
 def _job_key(work: Mapping[str, Any]) -> JobKey:
@@ -427,15 +418,6 @@ def _job_key(work: Mapping[str, Any]) -> JobKey:
 def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = manifest["metadata"]
     return (manifest["kind"], meta.get("namespace", ""), meta["name"])
-
-
-def _purge_mode(work: Mapping[str, Any]) -> str:
-    """What removing the Work does to its member copy: the Work's own annotation (the hub sets
-    it when it fails the job over or deletes it), else the policy's, carried by the job."""
-    manifests = work["spec"]["manifests"]
-    return str((work["metadata"].get("annotations") or {}).get(PURGE_MODE)
-               or (manifests[0]["metadata"].get("annotations") or {}).get(PURGE_MODE)
-               or "Immediately")
 
 
 def _summary(pod: Mapping[str, Any]) -> Body:

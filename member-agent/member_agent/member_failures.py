@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.cluster import MEMBER_FAILURE_REASONS
+from fleet.api.protocol import MEMBER_FAILURE_REASONS
 
 MAX_MESSAGE = 300
 IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",

@@ -14,10 +14,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.api.protocol import PROPAGATED_LABEL
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.kinds.deps import PRIORITYCLASS, PROPAGATED_LABEL
+from fleet.kinds.deps import PRIORITYCLASS
 
 log = logging.getLogger(__name__)
 COMPARED = ("value", "preemptionPolicy", "description")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api.cluster import MEMBER_FAILURE_REASONS
+from fleet.api.protocol import MEMBER_FAILURE_REASONS
 from fleet.hub.member_failures import current_failure, replica_failure, with_replica_failure
 from member_agent.member_failures import Refusal, health, refusal_reason
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api.cluster import MIRROR_OF, MIRROR_PODS
+from fleet.api.protocol import MIRROR_OF, MIRROR_PODS
 from fleet.hub import mirrors as m
 from member_agent.kubelet_endpoint import MAX_LOG_BYTES, log_query
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.api.protocol import PROPAGATED_LABEL
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Cache
 from fleet.kinds import adapter_for
-from fleet.kinds.deps import PROPAGATED_LABEL
 from preemption.model import Pod
 from propagation.resources import Resources
 from propagation.views import PlacementRules
