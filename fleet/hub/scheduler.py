@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 # Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
 # on every pass.
 RUNNING_METRIC_SECONDS = 5.0
+STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class Scheduler:
         self._next_full_pass = 0.0
         self._running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): metrics
         self._failing: dict[str, str] = {}  # job key -> the error last logged for it
+        self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -202,19 +204,32 @@ class Scheduler:
         metrics.forget_clusters(bodies)
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
-        """Keep each MemberCluster's CapacityStale condition (the hub's own) current."""
+        """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The
+        writes go to the dispatch pool, not the pass: at start-up every member needs one, and
+        a hundred applies in a row held up the first decisions. A condition sent is not sent
+        again until the cache shows it, or STALENESS_RESEND_SECONDS pass (a failed write)."""
+        sent = self._staleness_sent
         bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
         for view in views:
             conditions = ((bodies.get(view.name) or {}).get("status") or {}).get("conditions") \
                 or []
             current = next((c for c in conditions if c.get("type") == "CapacityStale"), None)
             wanted = "True" if view.stale_reason else "False"
-            if current is None or current.get("status") != wanted:
-                self.dispatcher.set_cluster_condition(view.name, {
-                    "type": "CapacityStale", "status": wanted,
-                    "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
-                    "message": view.stale_reason or "capacity report is current",
-                    "lastTransitionTime": now_text()})
+            if current is not None and current.get("status") == wanted:
+                sent.pop(view.name, None)
+                continue
+            last = sent.get(view.name)
+            if last is not None and last[0] == wanted and \
+                    time.monotonic() - last[1] < STALENESS_RESEND_SECONDS:
+                continue
+            sent[view.name] = (wanted, time.monotonic())
+            self._pool.submit(self.dispatcher.set_cluster_condition, view.name, {
+                "type": "CapacityStale", "status": wanted,
+                "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
+                "message": view.stale_reason or "capacity report is current",
+                "lastTransitionTime": now_text()})
+        for name in set(sent) - set(bodies):  # removed members
+            sent.pop(name)
 
     def _reconcile_bound(self, job: Body, snap: Snapshot) -> bool:
         """Everything but deciding; True when the job is unbound and waits for a decision."""
