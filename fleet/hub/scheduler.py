@@ -64,6 +64,7 @@ RUNNING_METRIC_SECONDS = 5.0
 PREEMPTION_PLANS_PER_PASS = 3
 PREEMPTION_HOLD_SECONDS = 300.0
 PREEMPTION_RETRY_SECONDS = 5.0  # a job with no plan is planned for again after this long
+STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class Scheduler:
         self._holds: dict[str, Hold] = {}  # preemptor uid -> what it waits for
         self._no_plan: dict[str, float] = {}  # uid -> when to plan for it again (monotonic)
         self._preemption = _PreemptionPass()
+        self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -225,19 +227,32 @@ class Scheduler:
         metrics.forget_clusters(bodies)
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
-        """Keep each MemberCluster's CapacityStale condition (the hub's own) current."""
+        """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The
+        writes go to the dispatch pool, not the pass: at start-up every member needs one, and
+        a hundred applies in a row held up the first decisions. A condition sent is not sent
+        again until the cache shows it, or STALENESS_RESEND_SECONDS pass (a failed write)."""
+        sent = self._staleness_sent
         bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
         for view in views:
             conditions = ((bodies.get(view.name) or {}).get("status") or {}).get("conditions") \
                 or []
             current = next((c for c in conditions if c.get("type") == "CapacityStale"), None)
             wanted = "True" if view.stale_reason else "False"
-            if current is None or current.get("status") != wanted:
-                self.dispatcher.set_cluster_condition(view.name, {
-                    "type": "CapacityStale", "status": wanted,
-                    "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
-                    "message": view.stale_reason or "capacity report is current",
-                    "lastTransitionTime": now_text()})
+            if current is not None and current.get("status") == wanted:
+                sent.pop(view.name, None)
+                continue
+            last = sent.get(view.name)
+            if last is not None and last[0] == wanted and \
+                    time.monotonic() - last[1] < STALENESS_RESEND_SECONDS:
+                continue
+            sent[view.name] = (wanted, time.monotonic())
+            self._pool.submit(self.dispatcher.set_cluster_condition, view.name, {
+                "type": "CapacityStale", "status": wanted,
+                "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
+                "message": view.stale_reason or "capacity report is current",
+                "lastTransitionTime": now_text()})
+        for name in set(sent) - set(bodies):  # removed members
+            sent.pop(name)
 
     def _reconcile_bound(self, job: Body, snap: Snapshot) -> bool:
         """Everything but deciding; True when the job is unbound and waits for a decision."""
