@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,15 +35,25 @@ def require_local_backend() -> None:
 
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    """The suite's fleet, run as shipped: a real node per cluster with the hub Deployment and
+    the agent DaemonSet from deploy/ as Pods (``FLEET_E2E_NODES=host`` runs them as host
+    processes; a machine that cannot run real nodes falls back to them, and CI fails in
+    test_real_nodes). Tests that must signal a hub or agent process start host processes of
+    their own beside the Pods, and say so."""
     require_local_backend()
-    # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one).
+    # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one): an
+    # argument of the agent Pods, an environment variable of host agents.
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
-    local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))
+    local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True),
+                       nodes=os.environ.get("FLEET_E2E_NODES", "real"))
+    linking = PodLogs(local)
     try:
         local.up()
+        linking.start()
         yield local
     finally:
+        linking.stop()
         for log in sorted((workdir / "logs").glob("*.log")):
             if log.name.startswith(("hub", "agent")):
                 tail = log.read_text(errors="replace").splitlines()[-15:]
@@ -51,6 +62,27 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
     forbidden = forbidden_lines(workdir / "logs")
     assert not forbidden, "components were refused by the API server:\n" + "\n".join(forbidden)
+
+
+class PodLogs(threading.Thread):
+    """Links the logs of fleet's Pods into the fleet's logs directory every few seconds, so
+    a Pod deleted by the Deployment or a test leaves its log behind."""
+
+    def __init__(self, fleet: LocalFleet, interval: float = 3.0) -> None:
+        super().__init__(name="pod-logs", daemon=True)
+        self.fleet, self.interval, self._stop_event = fleet, interval, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.fleet.collect_pod_logs()
+            except OSError as exc:
+                print(f"[fleet] linking pod logs: {exc}", flush=True)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=10)
 
 
 def forbidden_lines(logs: Path) -> list[str]:

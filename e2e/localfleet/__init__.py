@@ -186,9 +186,101 @@ class LocalFleet:
             hub_config = self.network(HUB).from_node(self.agent_kubeconfig(name).read_text())
             pods.apply(kubectl, self.kubeconfig(name),
                        pods.agent_manifests(name, hub_config, self.agent_args))
+        self._save(pods=True)
         for cluster in self.clusters:
             pods.wait_running(self.client(cluster), pods.NAMESPACE, timeout=timeout)
             self.say(f"{cluster}: fleet Pods Running")
+        self.collect_pod_logs()
+
+    # -- the hub and agents as Pods --------------------------------------------------------
+    @property
+    def runs_pods(self) -> bool:
+        """Whether the hub and agents run as Pods (else as host processes)."""
+        return bool(self._load().get("pods"))
+
+    def collect_pod_logs(self) -> None:
+        """Link the logs of the hub's and agents' containers into ``logs/`` (``hub-pod-*``,
+        ``agent-<member>-pod-*``), where the 403 check and the test reports read them. Call it
+        before deleting a Pod: a link made while its container runs keeps every line."""
+        if not self._load().get("real"):
+            return
+        for cluster in self.clusters:
+            node_dir = self.workdir / "nodes" / cluster
+            if node_dir.exists():
+                pods.link_logs(node_dir / "pod-logs", self.workdir / "logs",
+                               "hub" if cluster == HUB else f"agent-{cluster}")
+
+    def fleet_pods(self, cluster: str) -> list[dict[str, Any]]:
+        """fleet's Pods on ``cluster``: the hub replicas, or the member's agent."""
+        items, _ = self.client(cluster).list(r.PODS, pods.NAMESPACE)
+        return items
+
+    def hub_leader_pod(self, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while (leader := pods.leader_pod(self.client(HUB))) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no hub Pod holds the hub's Lease after {timeout:.0f}s")
+            time.sleep(0.5)
+        return leader
+
+    def delete_hub_pod(self, name: str, *, grace: int | None = 0) -> None:
+        """Delete a hub Pod (``grace=0``: at once, its container killed); the Deployment
+        replaces it."""
+        self.collect_pod_logs()
+        self.client(HUB).delete(r.PODS, name, pods.NAMESPACE, grace_period_seconds=grace)
+        self.say(f"hub Pod {name} deleted (grace {grace})")
+
+    def kill_container(self, cluster: str, pod: str, sig: signal.Signals = signal.SIGKILL
+                       ) -> None:
+        """Signal the main process of a fleet Pod's container on ``cluster``'s real node."""
+        self.collect_pod_logs()
+        body = self.client(cluster).get(r.PODS, pod, pods.NAMESPACE)
+        container = body["spec"]["containers"][0]["name"]
+        self.real_node(cluster).kill_container(pods.container_id(body, container), sig)
+        self.say(f"{cluster}: sent {sig.name} to {pod}/{container}")
+
+    def wait_hub_pods_ready(self, timeout: float = 180) -> None:
+        pods.wait_running(self.client(HUB), pods.NAMESPACE, timeout=timeout)
+        self.collect_pod_logs()
+
+    def restart_hub(self) -> None:
+        """Kill every hub replica at once and start the hub again: its Pods deleted with
+        grace 0 (the Deployment makes new ones) or, with host processes, SIGKILL and a new
+        process."""
+        if not self.runs_pods:
+            self.stop_process("hub", signal.SIGKILL)
+            self.start_hub()
+            return
+        before = {p["metadata"]["name"] for p in self.fleet_pods(HUB)}
+        for name in sorted(before):
+            self.delete_hub_pod(name)
+        deadline = time.monotonic() + 180
+        while True:
+            names = {p["metadata"]["name"] for p in self.fleet_pods(HUB)}
+            waiting = pods.not_running(self.client(HUB), pods.NAMESPACE)
+            if len(names) >= len(before) and not names & before and not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"new hub Pods not Ready after 180s: {waiting}")
+            time.sleep(0.5)
+        self.collect_pod_logs()
+        self.say(f"hub restarted as Pods {sorted(names)}")
+
+    def metrics_url(self, component: str) -> str:
+        """Where ``component`` (``hub``, ``agent-member1``) serves /metrics: a host process
+        of that name on 127.0.0.1, else its Pod (the leading hub replica) by Pod IP, which the
+        host routes to the node."""
+        if component in self._load().get("metrics_ports", {}) and component in self.processes():
+            return f"http://127.0.0.1:{self.metrics_port(component)}/metrics"
+        if component == HUB:
+            cluster, name = HUB, self.hub_leader_pod()
+        else:
+            cluster = component.removeprefix("agent-")
+            name = self.fleet_pods(cluster)[0]["metadata"]["name"]
+        pod = self.client(cluster).get(r.PODS, name, pods.NAMESPACE)
+        port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
+                    if p["name"] == "metrics")
+        return f"http://{pod['status']['podIP']}:{port}/metrics"
 
     def start_control_planes(self, binaries: Binaries) -> None:
         kwok = Kwokctl(binaries, self.workdir)
@@ -313,6 +405,7 @@ class LocalFleet:
         self.say(f"{cluster}: sent {signal.Signals(sig).name} to {component} (pid {pid})")
 
     def down(self) -> None:
+        self.collect_pod_logs()
         self.stop_processes()
         state = self._load()
         binaries = state.get("binaries")

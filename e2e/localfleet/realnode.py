@@ -243,6 +243,10 @@ class RealNode:
     def socket(self) -> Path:
         return self.dir / "containerd.sock"
 
+    @property
+    def pod_logs(self) -> Path:
+        return self.dir / "pod-logs"
+
     def nsenter(self, *argv: str) -> list[str]:
         # Only the network namespace: kubelet and containerd must share the host's mount
         # namespace, or containers would not see the volumes the kubelet mounts.
@@ -300,7 +304,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "cgroupRoot": self.net.cgroup_root, "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
             "address": self.net.node_ip, "healthzBindAddress": "127.0.0.1",
-            "readOnlyPort": 0, "podLogsDir": str(d / "pod-logs"),
+            "readOnlyPort": 0, "podLogsDir": str(self.pod_logs),
+            # rotation would move a log away from the link the fleet keeps of it
+            "containerLogMaxSize": "200Mi",
             "localStorageCapacityIsolation": False,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(self.pki.ca)}},
@@ -347,6 +353,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 return
             time.sleep(0.2)
         raise RuntimeError(f"{self.net.node_name}: containerd did not answer on {self.socket}")
+
+    def kill_container(self, container_id: str, sig: signal.Signals) -> None:
+        """Signal a container's main process through containerd, as the OOM killer or a
+        crash would end it (the kubelet then restarts it, as for any container)."""
+        _run(*self.ctr("tasks", "kill", "--signal", sig.name, container_id))
 
     def import_image(self, archive: Path) -> None:
         _run(*self.ctr("images", "import", "--no-unpack=false", str(archive)))
