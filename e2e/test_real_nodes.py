@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.chaos.__main__ import run_scenario, table
+from e2e.chaos.scenarios import SCENARIOS, Scenario
 from e2e.conftest import eventually
 from e2e.localfleet import HUB, LocalFleet, demo, images, pods
 from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
@@ -178,3 +180,15 @@ def test_hub_metrics_through_its_service(real_fleet: LocalFleet) -> None:
         return out if "# HELP" in out else None
 
     eventually(scraped, timeout=60, what="hub metrics through the fleet-hub Service")
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s.name) for s in SCENARIOS if s.pods])
+def test_chaos_scenario_of_the_hub_as_shipped(real_fleet: LocalFleet, scenario: Scenario
+                                              ) -> None:
+    """CI's short chaos lane for the scenarios that need the hub as Pods (the others run in
+    e2e/chaos/test_chaos_short.py on a fleet of host processes)."""
+    results = run_scenario(real_fleet, None, scenario, short=True, seed=1)
+    print("\n" + table([(scenario.name, results)]))
+    assert not any(r.skipped for r in results), results
+    violations = [str(v) for r in results for v in r.violations]
+    assert not violations, "\n".join(violations)

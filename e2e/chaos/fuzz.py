@@ -446,7 +446,7 @@ class Fuzzer:
                                   for item, body in waiting.values()]
 
     def check_processes(self) -> None:
-        for name, pid in self.fleet.processes().items():
+        for name, pid in self.fleet.component_pids().items():
             if not name.startswith(("hub", "agent")):
                 continue
             mib = rss_mib(pid)

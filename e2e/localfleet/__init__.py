@@ -266,6 +266,25 @@ class LocalFleet:
         self.collect_pod_logs()
         self.say(f"hub restarted as Pods {sorted(names)}")
 
+    def component_pids(self) -> dict[str, int]:
+        """Every hub and agent process on this host by name: the host processes, and the
+        main process of each fleet Pod's container (``hub-pod-<pod>``,
+        ``agent-<member>-pod-<pod>``, as their logs are named)."""
+        found = self.processes()
+        if not self.runs_pods:
+            return found
+        for cluster in self.clusters:
+            tasks = self.real_node(cluster).task_pids()
+            prefix = "hub" if cluster == HUB else f"agent-{cluster}"
+            for pod in self.fleet_pods(cluster):
+                try:
+                    container = pods.container_id(pod, pod["spec"]["containers"][0]["name"])
+                except LookupError:
+                    continue
+                if container in tasks:
+                    found[f"{prefix}-pod-{pod['metadata']['name']}"] = tasks[container]
+        return found
+
     def metrics_url(self, component: str) -> str:
         """Where ``component`` (``hub``, ``agent-member1``) serves /metrics: a host process
         of that name on 127.0.0.1, else its Pod (the leading hub replica) by Pod IP, which the

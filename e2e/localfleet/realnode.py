@@ -359,6 +359,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         crash would end it (the kubelet then restarts it, as for any container)."""
         _run(*self.ctr("tasks", "kill", "--signal", sig.name, container_id))
 
+    def task_pids(self) -> dict[str, int]:
+        """Running containers' main processes (as this host sees them), by container id."""
+        done = subprocess.run(self.ctr("tasks", "ls"), capture_output=True, text=True,
+                              check=False)
+        pids = {}
+        for line in done.stdout.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == "RUNNING" and fields[1].isdigit():
+                pids[fields[0]] = int(fields[1])
+        return pids
+
     def import_image(self, archive: Path) -> None:
         _run(*self.ctr("images", "import", "--no-unpack=false", str(archive)))
 
