@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
     # Scenarios that signal the hub and agents directly run them as host processes; those of
     # the hub as shipped (Pods) get a fleet with real nodes after the others.
-    fleets = [(LocalFleet(workdir), [s for s in chosen if not s.pods]),
+    fleets = [(LocalFleet(workdir, nodes="host"), [s for s in chosen if not s.pods]),
               (LocalFleet(workdir / "pods", nodes="real"), [s for s in chosen if s.pods])]
     rows = []
     for fleet, scenarios in fleets:

@@ -34,7 +34,7 @@ def chaos_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet
     """A fleet of its own: the faults would disturb the suite's shared one."""
     require_local_backend()
     local = LocalFleet(Path(tmp_path_factory.mktemp("chaos")),
-                       say=lambda m: print(f"[chaos] {m}", flush=True))
+                       say=lambda m: print(f"[chaos] {m}", flush=True), nodes="host")
     supervisor: Supervisor | None = None
     try:
         local.up()
