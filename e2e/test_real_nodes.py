@@ -7,20 +7,24 @@ with ``FLEET_E2E_REQUIRED=1`` (CI) that is a failure instead.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
 from e2e.chaos.__main__ import run_scenario, table
 from e2e.chaos.scenarios import SCENARIOS, Scenario
 from e2e.conftest import eventually
 from e2e.localfleet import HUB, LocalFleet, demo, images, pods
 from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
+from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -82,6 +86,35 @@ def test_a_pod_runs_on_the_members_real_node_and_reaches_the_api_server_by_servi
     logs = eventually(answered, timeout=60, what="SERVICE-OK in the probe's logs")
     assert "hello from probe" in logs
     assert kubectl(real_fleet, MEMBER, "exec", "probe", "--", "cat", "/proc/1/cmdline")
+
+
+def test_kubelets_run_as_their_node_not_as_admin(real_fleet: LocalFleet,
+                                                tmp_path: Path) -> None:
+    """Each kubelet holds ``system:node:<node>``: the Node authorizer and NodeRestriction
+    let it read and write its own Node, never another's, and no Secret of its choosing."""
+    node = real_fleet.real_node(MEMBER)
+    config = tmp_path / "kubelet.kubeconfig"  # its server as this host reaches it
+    config.write_text(node.kubeconfig.read_text().replace(f"https://{node.net.host_ip}:",
+                                                          "https://127.0.0.1:"))
+    kubelet = Kube(str(config))
+    assert kubelet.get(r.NODES, node.net.node_name)["metadata"]["name"] == node.net.node_name
+    kubelet.patch(r.NODES, node.net.node_name,
+                  {"metadata": {"annotations": {"fleet.local/checked": "yes"}}})
+    other = next(n["metadata"]["name"] for n in kubelet.list(r.NODES)[0]
+                 if n["metadata"]["name"] != node.net.node_name)
+    with pytest.raises(errors.Forbidden):
+        kubelet.patch(r.NODES, other, {"metadata": {"annotations": {"fleet.local/x": "y"}}})
+    with pytest.raises(errors.Forbidden):
+        kubelet.list(r.SECRETS, pods.NAMESPACE)
+    assert subject(node.kubeconfig) == f"O=system:nodes,CN=system:node:{node.net.node_name}"
+    assert subject(node.proxy_kubeconfig) == "CN=system:kube-proxy"
+
+
+def subject(kubeconfig: Path) -> str:
+    user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+    return ",".join(
+        attribute.rfc4514_string() for attribute in cert.subject)
 
 
 def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:

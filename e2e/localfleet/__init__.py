@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet import identities, images, pods
+from e2e.localfleet import identities, images, node_identity, pods
 from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
@@ -137,7 +137,8 @@ class LocalFleet:
         pki = Kwokctl(Binaries(Path(state["binaries"])), self.workdir).pki(cluster)
         return RealNode(self.network(cluster), self.workdir / "nodes" / cluster,
                         self.workdir / f"{cluster}.node.kubeconfig",
-                        ClusterPki(pki / "ca.crt", pki / "admin.crt", pki / "admin.key"),
+                        ClusterPki(pki / "ca.crt", pki / "admin.crt", pki / "admin.key",
+                                   pki / "ca.key"),
                         Path(state["real"]["node_binaries"]), taint=cluster != HUB)
 
     def _real_settings(self, cluster: str, kwok: Kwokctl) -> RealNodeSettings | None:
@@ -154,9 +155,8 @@ class LocalFleet:
         nodes = [self.real_node(cluster) for cluster in self.clusters]
         for node in nodes:
             node.net.create_cgroups()
-            node.kubeconfig.write_text(node.net.from_node(
-                self.kubeconfig(node.net.cluster).read_text()))
             node.write_configs(images.PAUSE)
+            self._write_node_identities(node)
             self._spawn(f"{node.net.cluster}-containerd", node.containerd_argv(), {})
         importing: list[subprocess.Popen[bytes]] = []
         for node in nodes:
@@ -177,6 +177,17 @@ class LocalFleet:
                                  timeout=timeout)
             self.say(f"{node.net.cluster}: real node {node.net.node_name} Ready "
                      f"({time.monotonic() - t0:.1f}s)")
+
+    def _write_node_identities(self, node: RealNode) -> None:
+        """The kubelet's and kube-proxy's kubeconfigs: their own identities
+        (``node_identity``), never the admin's."""
+        admin = node.net.from_node(self.kubeconfig(node.net.cluster).read_text())
+        user, group = node_identity.kubelet_user(node.net.node_name)
+        for path, (name, org) in ((node.kubeconfig, (user, group)),
+                                  (node.proxy_kubeconfig, (node_identity.KUBE_PROXY, None))):
+            cert, key = node_identity.client_certificate(node.pki.ca, node.pki.ca_key, name, org)
+            path.write_text(node_identity.kubeconfig_as(admin, name, cert, key))
+            os.chmod(path, 0o600)
 
     def deploy_pods(self, timeout: float = 300) -> None:
         """The hub Deployment and each member's agent DaemonSet from deploy/, as Pods."""

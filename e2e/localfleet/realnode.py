@@ -224,11 +224,13 @@ class ClusterPki:
     ca: Path
     cert: Path
     key: Path
+    ca_key: Path  # signs the node's own identities (``node_identity``)
 
 
 class RealNode:
     """One node of one cluster: its files live in ``directory``; its processes are started
-    through ``spawn(name, argv)`` (which records them for teardown)."""
+    through ``spawn(name, argv)`` (which records them for teardown). The kubelet runs with
+    ``kubeconfig`` (the node's own identity), kube-proxy with ``proxy_kubeconfig``."""
 
     def __init__(self, network: NodeNetwork, directory: Path, kubeconfig: Path,
                  pki: ClusterPki, binaries: Path, *, taint: bool) -> None:
@@ -242,6 +244,10 @@ class RealNode:
     @property
     def socket(self) -> Path:
         return self.dir / "containerd.sock"
+
+    @property
+    def proxy_kubeconfig(self) -> Path:
+        return self.dir / "kube-proxy.kubeconfig"
 
     @property
     def pod_logs(self) -> Path:
@@ -321,7 +327,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet))
         proxy = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "clientConnection": {"kubeconfig": str(self.proxy_kubeconfig)},
             "mode": "iptables", "clusterCIDR": self.net.pod_cidr,
             "hostnameOverride": self.net.node_name,
             "metricsBindAddress": "127.0.0.1:10249", "healthzBindAddress": "127.0.0.1:10256",
