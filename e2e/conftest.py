@@ -14,6 +14,7 @@ import pytest
 
 from e2e import backends
 from e2e.localfleet import HUB, LocalFleet
+from fleet.clients import errors
 from fleet.clients.kube import Kube
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ class PodLogs(threading.Thread):
         while not self._stop_event.wait(self.interval):
             try:
                 self.fleet.collect_pod_logs()
-            except OSError as exc:
+            except (OSError, ValueError, errors.ApiError) as exc:
                 print(f"[fleet] linking pod logs: {exc}", flush=True)
 
     def stop(self) -> None:

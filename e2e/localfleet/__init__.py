@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -478,7 +479,10 @@ class LocalFleet:
     def _save(self, **updates: Any) -> None:
         state = self._load()
         state.update(updates)
-        self._state_file.write_text(json.dumps(state, indent=2))
+        # whole or not at all: a thread of the tests may read it meanwhile (pod logs)
+        scratch = self._state_file.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+        scratch.write_text(json.dumps(state, indent=2))
+        scratch.replace(self._state_file)
 
 
 def _is_fleet_process(pid: int) -> bool:
