@@ -100,8 +100,10 @@ def test_kubelets_run_as_their_node_not_as_admin(real_fleet: LocalFleet,
     assert kubelet.get(r.NODES, node.net.node_name)["metadata"]["name"] == node.net.node_name
     kubelet.patch(r.NODES, node.net.node_name,
                   {"metadata": {"annotations": {"fleet.local/checked": "yes"}}})
-    other = next(n["metadata"]["name"] for n in kubelet.list(r.NODES)[0]
+    other = next(n["metadata"]["name"] for n in real_fleet.client(MEMBER).list(r.NODES)[0]
                  if n["metadata"]["name"] != node.net.node_name)
+    with pytest.raises(errors.Forbidden):
+        kubelet.get(r.NODES, other)  # (Kubernetes 1.36: a node reads its own Node only)
     with pytest.raises(errors.Forbidden):
         kubelet.patch(r.NODES, other, {"metadata": {"annotations": {"fleet.local/x": "y"}}})
     with pytest.raises(errors.Forbidden):
