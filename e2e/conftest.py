@@ -13,7 +13,7 @@ from typing import TypeVar
 import pytest
 
 from e2e import backends
-from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet import HUB, LocalFleet, component_log
 from fleet.clients import errors
 from fleet.clients.kube import Kube
 
@@ -56,7 +56,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     finally:
         linking.stop()
         for log in sorted((workdir / "logs").glob("*.log")):
-            if log.name.startswith(("hub", "agent")):
+            if component_log(log.name):
                 tail = log.read_text(errors="replace").splitlines()[-15:]
                 print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
         local.down()
@@ -90,7 +90,7 @@ def forbidden_lines(logs: Path) -> list[str]:
     """Lines of the hub's and agents' logs that hold a 403 (Forbidden) answer."""
     hits = []
     for log in sorted(logs.glob("*.log")):
-        if log.name.startswith(("hub", "agent")):
+        if component_log(log.name):
             hits += [f"{log.name}: {line[:300]}"
                      for line in log.read_text(errors="replace").splitlines()
                      if FORBIDDEN.search(line)]

@@ -485,6 +485,13 @@ class LocalFleet:
         scratch.replace(self._state_file)
 
 
+def component_log(name: str) -> bool:
+    """Whether the log file ``name`` is a hub's or an agent's (a host process or a Pod's
+    container), not a real node's containerd, kubelet or kube-proxy."""
+    return name.startswith(("hub", "agent")) and not name.endswith(
+        ("-containerd.log", "-kubelet.log", "-kube-proxy.log"))
+
+
 def _is_fleet_process(pid: int) -> bool:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

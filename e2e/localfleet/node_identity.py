@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import base64
 import datetime
+import warnings
 from pathlib import Path
 
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 KUBE_PROXY = "system:kube-proxy"
@@ -34,7 +36,9 @@ def kubelet_user(node: str) -> tuple[str, str]:
 def client_certificate(ca_cert: Path, ca_key: Path, user: str,
                        group: str | None = None) -> tuple[bytes, bytes]:
     """A client certificate (PEM) for ``user`` in ``group`` signed by the CA, and its key."""
-    authority = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+    with warnings.catch_warnings():  # kwokctl's CA has serial number 0
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        authority = x509.load_pem_x509_certificate(ca_cert.read_bytes())
     authority_key = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
     subject = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
