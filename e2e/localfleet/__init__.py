@@ -409,7 +409,7 @@ class LocalFleet:
         """Stop every hub and agent process the state file names (an earlier ``up`` of this
         workdir may have left them running against control planes it is about to replace)."""
         for name, pid in self._load().get("processes", {}).items():
-            if _is_fleet_process(int(pid)):  # never a process that reused a stale pid
+            if _is_fleet_process(int(pid), self.workdir):  # never one that reused a pid
                 self.say(f"stopping {name} (pid {pid})")
                 _terminate(int(pid), signal.SIGTERM)
         self._save(processes={})
@@ -492,12 +492,15 @@ def component_log(name: str) -> bool:
         ("-containerd.log", "-kubelet.log", "-kube-proxy.log"))
 
 
-def _is_fleet_process(pid: int) -> bool:
+def _is_fleet_process(pid: int, workdir: Path) -> bool:
+    """A hub or agent, or a real node's containerd, kubelet or kube-proxy of this fleet
+    (their configuration lives in the workdir)."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(arg in (b"fleet.hub", b"member_agent") for arg in argv)
+    ours = str(workdir).encode() + b"/"
+    return any(arg in (b"fleet.hub", b"member_agent") or arg.startswith(ours) for arg in argv)
 
 
 def _terminate(pid: int, sig: int, timeout: float = 10) -> None:
