@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet import identities, images, node_identity, pods
+from e2e.localfleet import identities, images, node_identity, pods, realnode
 from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
@@ -119,6 +119,9 @@ class LocalFleet:
         if reason:
             self.say(f"no real nodes: {reason}; the hub and agents run as host processes")
             return False
+        raised = realnode.raise_inotify_limits()
+        if raised:
+            self.say(f"raised the host's inotify limits for the kubelets: {', '.join(raised)}")
         self.say("node binaries and images: building or reusing the cached ones")
         node_binaries = subprocess.run(
             ["bash", str(REPO / "e2e" / "toolchain" / "build-node.sh")],

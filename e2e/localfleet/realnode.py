@@ -57,6 +57,24 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# Each kubelet (cAdvisor, certificate and plugin watchers) and containerd holds several inotify
+# instances; the kernel's default of 128 per user runs out with a few nodes on one host and
+# the kubelet then dies ("inotify_init: too many open files"). kind asks for the same.
+INOTIFY_MINIMUM = {"fs.inotify.max_user_instances": 512, "fs.inotify.max_user_watches": 524288}
+
+
+def raise_inotify_limits() -> list[str]:
+    """Raise the host's inotify limits to ``INOTIFY_MINIMUM`` (never lower them); what
+    was raised, as ``name=value``."""
+    raised = []
+    for name, minimum in INOTIFY_MINIMUM.items():
+        path = Path("/proc/sys") / name.replace(".", "/")
+        if int(path.read_text()) < minimum:
+            path.write_text(str(minimum))
+            raised.append(f"{name}={minimum}")
+    return raised
+
+
 def cni_bin_dir() -> Path | None:
     return next((d for d in CNI_BIN_DIRS if (d / "bridge").exists()), None)
 
