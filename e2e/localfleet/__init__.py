@@ -285,7 +285,8 @@ class LocalFleet:
         """Every hub and agent process on this host by name: the host processes, and the
         main process of each fleet Pod's container (``hub-pod-<pod>``,
         ``agent-<member>-pod-<pod>``, as their logs are named)."""
-        found = self.processes()
+        found = {name: pid for name, pid in self.processes().items()
+                 if component_log(f"{name}.log")}  # not the nodes' containerd, kubelet...
         if not self.runs_pods:
             return found
         for cluster in self.clusters:
