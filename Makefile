@@ -55,7 +55,7 @@ test: $(STAMP) bins mpi-packages node-packages  ## lint, type checks, layering, 
 bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)
 	$(PY) -m e2e.bench --out .bench/results.jsonl
 
-chaos: $(STAMP) bins  ## every fault scenario at full count on a fresh fleet; table of violations
+chaos: $(STAMP) bins $(NODE_DEPS)  ## every fault scenario at full count on fresh fleets (Pod scenarios: real nodes); table of violations
 	$(PY) -m e2e.chaos $(CHAOS_ARGS)
 
 simulate: $(STAMP)  ## trace-driven comparison of fit modes, queue policies and borrowing

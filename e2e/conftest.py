@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +14,8 @@ from typing import TypeVar
 import pytest
 
 from e2e import backends
-from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet import HUB, LocalFleet, component_log
+from fleet.clients import errors
 from fleet.clients.kube import Kube
 
 T = TypeVar("T")
@@ -35,11 +37,19 @@ def require_local_backend() -> None:
 
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    """The suite's fleet, run as shipped: a real node per cluster with the hub Deployment and
+    the agent DaemonSet from deploy/ as Pods (``FLEET_E2E_NODES=host`` runs them as host
+    processes; a machine that cannot run real nodes falls back to them, and CI fails in
+    test_real_nodes). Tests that must signal a hub or agent process start host processes of
+    their own beside the Pods, and say so."""
     require_local_backend()
-    # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one).
+    # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one): an
+    # argument of the agent Pods, an environment variable of host agents.
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
-    with running(LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))) as local:
+    local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True),
+                       nodes=os.environ.get("FLEET_E2E_NODES", "real"))
+    with running(local):
         yield local
     # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
     forbidden = forbidden_lines(workdir / "logs")
@@ -48,24 +58,49 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
 
 @contextlib.contextmanager
 def running(local: LocalFleet, tail: int = 15) -> Iterator[LocalFleet]:
-    """``local`` up for the block; down after it, once the last ``tail`` lines of its hub's
-    and agents' logs are printed (what a failed test needs first)."""
+    """``local`` up for the block, its Pods' logs linked into its logs directory; down after
+    it, once the last ``tail`` lines of its hub's and agents' logs are printed (what a failed
+    test needs first)."""
+    linking = PodLogs(local)
     try:
         local.up()
+        linking.start()
         yield local
     finally:
+        linking.stop()
         for log in sorted((local.workdir / "logs").glob("*.log")):
-            if log.name.startswith(("hub", "agent")):
+            if component_log(log.name):
                 lines = log.read_text(errors="replace").splitlines()[-tail:]
                 print(f"--- {log.name} (last lines)\n" + "\n".join(lines))
         local.down()
+
+
+class PodLogs(threading.Thread):
+    """Links the logs of fleet's Pods into the fleet's logs directory every few seconds, so
+    a Pod deleted by the Deployment or a test leaves its log behind."""
+
+    def __init__(self, fleet: LocalFleet, interval: float = 3.0) -> None:
+        super().__init__(name="pod-logs", daemon=True)
+        self.fleet, self.interval, self._stop_event = fleet, interval, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.fleet.collect_pod_logs()
+            except (OSError, ValueError, errors.ApiError) as exc:
+                print(f"[fleet] linking pod logs: {exc}", flush=True)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=10)
 
 
 def forbidden_lines(logs: Path) -> list[str]:
     """Lines of the hub's and agents' logs that hold a 403 (Forbidden) answer."""
     hits = []
     for log in sorted(logs.glob("*.log")):
-        if log.name.startswith(("hub", "agent")):
+        if component_log(log.name):
             hits += [f"{log.name}: {line[:300]}"
                      for line in log.read_text(errors="replace").splitlines()
                      if FORBIDDEN.search(line)]

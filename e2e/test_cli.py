@@ -195,7 +195,7 @@ def test_queue_gauges_while_one_job_runs_and_one_waits(jobs: Path, fleet: LocalF
     from e2e.test_metrics import scrape
 
     def gauges() -> dict[str, float] | None:
-        _, samples = scrape(fleet.metrics_port("hub"))
+        _, samples = scrape(fleet.metrics_url("hub"))
         found = {s.name: s.value for s in samples if s.labels.get("queue") == QUEUE and
                  s.name.startswith("fleet_queue_")}
         found |= {f"used {s.labels['resource']}": s.value for s in samples

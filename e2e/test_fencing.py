@@ -31,9 +31,11 @@ RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 
 @pytest.fixture(scope="module")
 def fleet2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
-    """A fleet of its own: these tests freeze members' API servers and stop the hub."""
+    """A fleet of its own: these tests freeze members' API servers and stop the hub. Its hub
+    and agents are host processes: the tests SIGKILL and SIGSTOP them directly."""
     workdir = Path(tmp_path_factory.mktemp("fencing"))
-    with running(LocalFleet(workdir, say=lambda m: print(f"[fencing] {m}", flush=True)),
+    with running(LocalFleet(workdir, say=lambda m: print(f"[fencing] {m}", flush=True),
+                            nodes="host"),
                  tail=20) as local:
         # every node Ready in both reports: a gang must be able to move to the other member
         # (on a loaded machine kwok marks nodes Ready well after the agents' first report)

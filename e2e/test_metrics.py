@@ -26,9 +26,10 @@ METRIC = re.compile(r"\bfleet_[a-zA-Z0-9_]+")
 SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 
 
-def scrape(port: int) -> tuple[set[str], list[Sample]]:
-    """Family names (declared, with or without samples) and every sample."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+def scrape(url: str) -> tuple[set[str], list[Sample]]:
+    """Family names (declared, with or without samples) and every sample at ``url`` (a
+    component's /metrics: ``LocalFleet.metrics_url``)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     families = list(text_string_to_metric_families(text))
     return {f.name for f in families}, [s for f in families for s in f.samples]
@@ -82,9 +83,8 @@ def ran(fleet: LocalFleet, hub: Kube) -> Iterator[None]:
 
 
 def test_dashboard_queries_only_exported_metrics(ran: None, fleet: LocalFleet) -> None:
-    hub_families, hub_samples = scrape(fleet.metrics_port("hub"))
-    agent = next(name for name in fleet.processes() if name.startswith("agent-"))
-    agent_families, agent_samples = scrape(fleet.metrics_port(agent))
+    hub_families, hub_samples = scrape(fleet.metrics_url("hub"))
+    agent_families, agent_samples = scrape(fleet.metrics_url("agent-member1"))
     queries = dashboard_queries(json.loads(DASHBOARD.read_text()))
     assert len(queries) >= 25
     assert all(METRIC.search(q) for q in queries), "a query names no fleet metric"
@@ -120,7 +120,7 @@ def test_agent_stages_of_the_job(ran: None, fleet: LocalFleet, hub: Kube) -> Non
     works = [w for w in hub.list(r.WORKS)[0] if w["spec"]["job"]["name"] == "metrics-1"]
     assert works
     cluster = works[0]["spec"]["placement"]["cluster"]
-    _, samples = scrape(fleet.metrics_port(f"agent-{cluster}"))
+    _, samples = scrape(fleet.metrics_url(f"agent-{cluster}"))
     stages = {}
     for stage in ("applied", "pods_created", "running"):
         stages[stage] = [s.value for s in samples if s.name == "fleet_stage_seconds_count"

@@ -74,6 +74,8 @@ def test_join_a_member_with_one_command_run_a_job_and_unjoin(fleet: LocalFleet,
     assert member.get(r.SECRETS, "fleet-hub-kubeconfig", "fleet-system")
 
     fleet.agent_kubeconfig("member3").write_text(credentials.read_text())
+    # A host process: a cluster added here has kwok nodes only (the DaemonSet's Pods land on
+    # them, faked); a real node per added cluster would cost its own containerd and kubelet.
     fleet.start_agent("member3")
     eventually(lambda: ((hub.get(r.MEMBERCLUSTERS, "member3").get("status") or {})
                         .get("capacity") or {}).get("nodeGroups"), timeout=60,

@@ -75,7 +75,9 @@ def test_the_wheel_joins_a_member_with_no_source_tree(fleet: LocalFleet, install
     assert member.get(r.DAEMONSETS, "fleet-agent", "fleet-system")
     assert member.get(r.CRDS, "pytorchjobs.kubeflow.org")
 
-    # The agent, from the same install, as the ServiceAccount join installed on the member.
+    # The agent, from the same install, as the ServiceAccount join installed on the member:
+    # a host process (the added cluster has kwok nodes only; the image's install is the
+    # same wheel, and the suite's own agents run it as DaemonSet Pods).
     identity = tmp_path / "member.kubeconfig"
     identities.install_agent(member, NAME, fleet.kubeconfig(NAME), identity)
     log = (fleet.workdir / "logs" / f"agent-{NAME}.log").open("ab")

@@ -37,11 +37,13 @@ Body = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def fleet3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    """Three members with their own shapes. The hub and agents are host processes: the
+    two-hub race runs a second hub and SIGSTOPs the leader directly."""
     workdir = Path(tmp_path_factory.mktemp("fleet3"))
     local = LocalFleet(workdir, members={
         "member1": [NodeShape(4, 8)], "member2": [NodeShape(4, 8)],
         "member3": [NodeShape(4, 1, model="NVIDIA-T4")],
-    }, say=lambda m: print(f"[fleet3] {m}", flush=True))
+    }, say=lambda m: print(f"[fleet3] {m}", flush=True), nodes="host")
     try:
         local.up()
         eventually(lambda: len([c for c in local.client(HUB).list(r.MEMBERCLUSTERS)[0]

@@ -4,7 +4,6 @@ and a hub restart that must leave usage and order exactly as they were."""
 from __future__ import annotations
 
 import itertools
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -177,8 +176,7 @@ def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(
     holder = hub.get(r.PYTORCHJOBS, "order-1", "default")["metadata"]["annotations"]
     bound_before = {k: holder[k] for k in (PLACEMENT, ADMITTED_AT)}
 
-    fleet.stop_process("hub", signal.SIGKILL)
-    fleet.start_hub()
+    fleet.restart_hub()  # every replica killed at once (Pods deleted with grace 0)
     hub.create(r.PYTORCHJOBS, seed_pytorchjob("order-4", run_for="2s"))
     # Only the new hub can position order-4: once it has, it has judged the whole queue.
     eventually(lambda: positions(hub, ("order-4",)) == {"order-4": 3}, timeout=90,

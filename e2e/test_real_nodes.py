@@ -7,44 +7,40 @@ with ``FLEET_E2E_REQUIRED=1`` (CI) that is a failure instead.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
+from e2e.chaos.__main__ import run_scenario, table
+from e2e.chaos.scenarios import SCENARIOS, Scenario
 from e2e.conftest import eventually
 from e2e.localfleet import HUB, LocalFleet, demo, images, pods
-from e2e.localfleet.nodes import NodeShape
 from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
+from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
+pytestmark = pytest.mark.e2e
 MEMBER = "member1"
 
 
 @pytest.fixture(scope="module")
-def real_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
-    reason = unavailable_reason()
-    if reason:
+def real_fleet(fleet: LocalFleet) -> LocalFleet:
+    """The suite's own fleet, which runs as shipped (conftest): no fleet of its own."""
+    if not fleet.runs_pods:
+        reason = unavailable_reason() or "the suite's fleet runs host processes (FLEET_E2E_NODES)"
         if os.environ.get("FLEET_E2E_REQUIRED") == "1":
             pytest.fail(f"real nodes required but unavailable: {reason}")
         pytest.skip(reason)
-    workdir = Path(tmp_path_factory.mktemp("realfleet"))
-    local = LocalFleet(workdir, {MEMBER: [NodeShape(2, 8)]}, nodes="real",
-                       say=lambda m: print(f"[fleet] {m}", flush=True))
-    try:
-        local.up()
-        assert local.real_nodes
-        yield local
-    finally:
-        for log in sorted((workdir / "logs").glob("*.log")):
-            tail = log.read_text(errors="replace").splitlines()[-8:]
-            print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
-        local.down()
+    return fleet
 
 
 def kubectl(fleet: LocalFleet, cluster: str, *args: str) -> str:
@@ -92,6 +88,37 @@ def test_a_pod_runs_on_the_members_real_node_and_reaches_the_api_server_by_servi
     assert kubectl(real_fleet, MEMBER, "exec", "probe", "--", "cat", "/proc/1/cmdline")
 
 
+def test_kubelets_run_as_their_node_not_as_admin(real_fleet: LocalFleet,
+                                                tmp_path: Path) -> None:
+    """Each kubelet holds ``system:node:<node>``: the Node authorizer and NodeRestriction
+    let it read and write its own Node, never another's, and no Secret of its choosing."""
+    node = real_fleet.real_node(MEMBER)
+    config = tmp_path / "kubelet.kubeconfig"  # its server as this host reaches it
+    config.write_text(node.kubeconfig.read_text().replace(f"https://{node.net.host_ip}:",
+                                                          "https://127.0.0.1:"))
+    kubelet = Kube(str(config))
+    assert kubelet.get(r.NODES, node.net.node_name)["metadata"]["name"] == node.net.node_name
+    kubelet.patch(r.NODES, node.net.node_name,
+                  {"metadata": {"annotations": {"fleet.local/checked": "yes"}}})
+    other = next(n["metadata"]["name"] for n in real_fleet.client(MEMBER).list(r.NODES)[0]
+                 if n["metadata"]["name"] != node.net.node_name)
+    with pytest.raises(errors.Forbidden):
+        kubelet.get(r.NODES, other)  # (Kubernetes 1.36: a node reads its own Node only)
+    with pytest.raises(errors.Forbidden):
+        kubelet.patch(r.NODES, other, {"metadata": {"annotations": {"fleet.local/x": "y"}}})
+    with pytest.raises(errors.Forbidden):
+        kubelet.list(r.SECRETS, pods.NAMESPACE)
+    assert subject(node.kubeconfig) == f"O=system:nodes,CN=system:node:{node.net.node_name}"
+    assert subject(node.proxy_kubeconfig) == "CN=system:kube-proxy"
+
+
+def subject(kubeconfig: Path) -> str:
+    user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+    return ",".join(
+        attribute.rfc4514_string() for attribute in cert.subject)
+
+
 def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:
     for cluster in (HUB, MEMBER):
         kube = real_fleet.client(cluster)
@@ -102,10 +129,9 @@ def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:
     assert len(hub_pods) == 2
 
 
-def _leader(hub: Kube) -> str:
-    leases, _ = hub.list(r.LEASES, pods.NAMESPACE)
-    holders = [str(lease["spec"].get("holderIdentity", "")) for lease in leases]
-    return next((h for h in holders if h.startswith("fleet-hub")), "")
+def _holder(hub: Kube) -> str:
+    lease = hub.get_or_none(r.LEASES, "fleet-hub", pods.NAMESPACE)
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
 def _submit(fleet: LocalFleet, name: str) -> None:
@@ -133,26 +159,40 @@ def test_a_job_flows_with_the_hub_and_agent_as_pods(real_fleet: LocalFleet) -> N
 def test_killing_the_leader_hub_pod_hands_over_and_jobs_keep_flowing(
         real_fleet: LocalFleet) -> None:
     hub = real_fleet.client(HUB)
-    leader = eventually(lambda: _leader(hub), timeout=60, what="a hub leader")
-    leader_pod = next(p["metadata"]["name"] for p in hub.list(r.PODS, pods.NAMESPACE)[0]
-                      if leader.startswith(p["metadata"]["name"]))
-    kubectl(real_fleet, HUB, "delete", "pod", "-n", pods.NAMESPACE, leader_pod,
-            "--grace-period=0", "--force")
-    def handed_over() -> str | None:
-        holder = _leader(hub)
-        return holder if holder and not holder.startswith(leader_pod) else None
-
-    new_leader = eventually(handed_over, timeout=120, what="the other replica to take the lease")
-    assert not new_leader.startswith(leader_pod)
+    leader = real_fleet.hub_leader_pod()
+    other = next(p["metadata"]["name"] for p in real_fleet.fleet_pods(HUB)
+                 if p["metadata"]["name"] != leader)
+    started = time.monotonic()
+    real_fleet.delete_hub_pod(leader, grace=0)  # its container killed at once
+    new_leader = eventually(lambda: pods.leader_pod(hub) if pods.leader_pod(hub) != leader
+                            else None, timeout=120, what="the other replica taking the lease")
+    print(f"hub leader {leader} killed; {new_leader} leads after "
+          f"{time.monotonic() - started:.1f}s")
+    if new_leader != other:
+        print(f"the Deployment's new Pod {new_leader} won the lease before the standby {other}")
     _submit(real_fleet, "pods-after-failover")
     eventually(lambda: _succeeded(real_fleet, "pods-after-failover"), timeout=240,
                what="pytorchjob pods-after-failover Succeeded")
+    real_fleet.wait_hub_pods_ready()  # two replicas again for the tests after this one
+
+
+def test_a_leader_hub_container_killed_hands_over_too(real_fleet: LocalFleet) -> None:
+    """SIGKILL of the leading replica's process (the Pod stays; the kubelet restarts the
+    container, as after a crash or an OOM kill)."""
+    hub = real_fleet.client(HUB)
+    leader = real_fleet.hub_leader_pod()
+    killed = _holder(hub)  # the process's identity: the Pod's name and a random suffix
+    real_fleet.kill_container(HUB, leader)
+    eventually(lambda: _holder(hub) not in ("", killed), timeout=120,
+               what="another hub process taking the lease")
+    _submit(real_fleet, "pods-after-crash")
+    eventually(lambda: _succeeded(real_fleet, "pods-after-crash"), timeout=240,
+               what="pytorchjob pods-after-crash Succeeded")
+    real_fleet.wait_hub_pods_ready()
 
 
 def test_the_api_server_calls_the_hub_webhook_through_its_service(
         real_fleet: LocalFleet) -> None:
-    import json
-
     config = json.loads(kubectl(real_fleet, HUB, "get", "validatingwebhookconfiguration",
                                 "fleet.sh", "-o", "json"))
     services = {(w["clientConfig"].get("service") or {}).get("name") for w in config["webhooks"]}
@@ -175,3 +215,15 @@ def test_hub_metrics_through_its_service(real_fleet: LocalFleet) -> None:
         return out if "# HELP" in out else None
 
     eventually(scraped, timeout=60, what="hub metrics through the fleet-hub Service")
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s.name) for s in SCENARIOS if s.pods])
+def test_chaos_scenario_of_the_hub_as_shipped(real_fleet: LocalFleet, scenario: Scenario
+                                              ) -> None:
+    """CI's short chaos lane for the scenarios that need the hub as Pods (the others run in
+    e2e/chaos/test_chaos_short.py on a fleet of host processes)."""
+    results = run_scenario(real_fleet, None, scenario, short=True, seed=1)
+    print("\n" + table([(scenario.name, results)]))
+    assert not any(r.skipped for r in results), results
+    violations = [str(v) for r in results for v in r.violations]
+    assert not violations, "\n".join(violations)

@@ -102,10 +102,12 @@ def _container(name: str, image: str, module: str, args: list[str], env: list[Bo
                   {"name": "health", "containerPort": HEALTH_PORT}],
         # Liveness: kopf's own probe (its watch loops are alive). Readiness: the process has
         # synced its caches (and the hub serves its webhook), on the metrics port.
+        # A Python process under load can take over the default 1 s to answer: 5 s.
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
-                          "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 3},
+                          "initialDelaySeconds": 30, "periodSeconds": 20, "failureThreshold": 3,
+                          "timeoutSeconds": 5},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"},
-                           "periodSeconds": 5, "failureThreshold": 2},
+                           "periodSeconds": 5, "failureThreshold": 2, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
                       "limits": {"cpu": "2", "memory": "2Gi"}},
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,

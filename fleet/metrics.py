@@ -198,11 +198,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(404, b"not found\n", "text/plain")
 
     def _answer(self, code: int, body: bytes, content_type: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a probe that timed out hung up: nothing to answer, nothing to log
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # probes every few seconds would flood the JSON log

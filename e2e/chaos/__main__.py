@@ -24,7 +24,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run_scenario(fleet: LocalFleet, supervisor: Supervisor, scenario: Scenario, *,
+def run_scenario(fleet: LocalFleet, supervisor: Supervisor | None, scenario: Scenario, *,
                  short: bool, seed: int, runs: int | None = None) -> list[RunResult]:
     ctx = Context(fleet, seed, short, say=progress, components=supervisor)
     results = []
@@ -75,25 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fleet-chaos-"))
-    fleet = LocalFleet(workdir)
+    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
+    # Scenarios that signal the hub and agents directly run them as host processes; those of
+    # the hub as shipped (Pods) get a fleet with real nodes after the others.
+    fleets = [(LocalFleet(workdir, nodes="host"), [s for s in chosen if not s.pods]),
+              (LocalFleet(workdir / "pods", nodes="real"), [s for s in chosen if s.pods])]
     rows = []
-    supervisor: Supervisor | None = None
-    try:
-        fleet.up()
-        supervisor = Supervisor(fleet).start()
-        for scenario in SCENARIOS:
-            if args.only and scenario.name not in args.only:
-                continue
-            rows.append((scenario.name, run_scenario(fleet, supervisor, scenario,
-                                                     short=args.short,
-                                                     seed=args.seed, runs=args.runs)))
-            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-    finally:
-        if supervisor is not None:
-            supervisor.stop()
-            if supervisor.restarts:
-                progress(f"control-plane processes restarted: {supervisor.restarts}")
-        fleet.down()
+    for fleet, scenarios in fleets:
+        if not scenarios:
+            continue
+        supervisor: Supervisor | None = None
+        try:
+            fleet.up()
+            supervisor = Supervisor(fleet).start()
+            for scenario in scenarios:
+                rows.append((scenario.name, run_scenario(fleet, supervisor, scenario,
+                                                         short=args.short,
+                                                         seed=args.seed, runs=args.runs)))
+                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+        finally:
+            if supervisor is not None:
+                supervisor.stop()
+                if supervisor.restarts:
+                    progress(f"control-plane processes restarted: {supervisor.restarts}")
+            fleet.down()
     print(table(rows))
     return 1 if any(r.violations for _, results in rows for r in results) else 0
 

@@ -333,8 +333,10 @@ class LogWatch:
 
     def new_tracebacks(self) -> list[str]:
         found = []
+        from e2e.localfleet import component_log
+
         for path in sorted(self.logs.glob("*.log")):
-            if not path.name.startswith(("hub", "agent")):
+            if not component_log(path.name):
                 continue
             with path.open("rb") as handle:
                 handle.seek(self.offsets.get(path, 0))
@@ -446,7 +448,7 @@ class Fuzzer:
                                   for item, body in waiting.values()]
 
     def check_processes(self) -> None:
-        for name, pid in self.fleet.processes().items():
+        for name, pid in self.fleet.component_pids().items():
             if not name.startswith(("hub", "agent")):
                 continue
             mib = rss_mib(pid)

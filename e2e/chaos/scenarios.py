@@ -425,7 +425,37 @@ def unjoin(ctx: Context, run: int) -> RunResult:
     return result
 
 
-# -- 9. fuzzed input ------------------------------------------------------------------------------
+# -- 9. the leading hub Pod killed --------------------------------------------------------------
+
+def hub_pod_kill(ctx: Context, run: int) -> RunResult:
+    """The hub as shipped (a Deployment of two replicas, one leading) loses its leader during
+    a stream of jobs: even runs delete the leader's Pod with grace 0 (the Deployment makes a
+    new one), odd runs SIGKILL its container (the kubelet restarts it). The other replica
+    takes the Lease and the jobs keep flowing."""
+    if not ctx.fleet.runs_pods:
+        return RunResult(skipped="the hub runs as host processes on this fleet (real nodes "
+                                 "run it as Pods: FLEET_NODES=real)")
+    jobs, kills = (30, 1) if ctx.short else (300, 5)
+    with Run(ctx, _ns("hubpod", run)) as chaos:
+        chaos.policy()
+        rate = 5.0
+        streaming = chaos.stream("job", jobs, rate, run_for="1s")
+        rng = random.Random(ctx.seed + run)
+        for k in range(kills):
+            time.sleep(max(2.0, jobs / rate / (kills + 1) * rng.uniform(0.5, 1.0)))
+            leader = ctx.fleet.hub_leader_pod()
+            if run % 2 == 0:
+                ctx.fleet.delete_hub_pod(leader, grace=0)
+            else:
+                ctx.fleet.kill_container(HUB, leader)
+            ctx.say(f"leading hub Pod {leader} killed ({k + 1}/{kills})")
+            chaos.probe()
+            ctx.fleet.wait_hub_pods_ready()  # two replicas again before the next kill
+        streaming.join()
+        return chaos.finish()
+
+
+# -- 10. fuzzed input ------------------------------------------------------------------------------
 
 def fuzz(ctx: Context, run: int) -> RunResult:
     """The seeded fuzzer (``e2e/chaos/fuzz.py``) throws invalid and hostile objects at the
@@ -486,6 +516,7 @@ class Scenario:
     run: Callable[[Context, int], RunResult]
     full: int  # runs for ``make chaos``
     short: int = 1  # runs in CI's short lane
+    pods: bool = False  # needs the hub and agents as Pods (a fleet with real nodes)
 
 
 SCENARIOS = (
@@ -498,4 +529,5 @@ SCENARIOS = (
     Scenario("failover", failover, full=15, short=3),  # 5 of each purge mode
     Scenario("unjoin", unjoin, full=5),
     Scenario("fuzz", fuzz, full=1),  # one run of 10,000 objects
+    Scenario("hub-pod-kill", hub_pod_kill, full=4, pods=True),  # 2 Pod deletes, 2 SIGKILLs
 )

@@ -18,13 +18,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet import identities, images, pods
+from e2e.localfleet import identities, images, node_identity, pods, realnode
 from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
@@ -118,6 +119,9 @@ class LocalFleet:
         if reason:
             self.say(f"no real nodes: {reason}; the hub and agents run as host processes")
             return False
+        raised = realnode.raise_inotify_limits()
+        if raised:
+            self.say(f"raised the host's inotify limits for the kubelets: {', '.join(raised)}")
         self.say("node binaries and images: building or reusing the cached ones")
         node_binaries = subprocess.run(
             ["bash", str(REPO / "e2e" / "toolchain" / "build-node.sh")],
@@ -137,7 +141,8 @@ class LocalFleet:
         pki = Kwokctl(Binaries(Path(state["binaries"])), self.workdir).pki(cluster)
         return RealNode(self.network(cluster), self.workdir / "nodes" / cluster,
                         self.workdir / f"{cluster}.node.kubeconfig",
-                        ClusterPki(pki / "ca.crt", pki / "admin.crt", pki / "admin.key"),
+                        ClusterPki(pki / "ca.crt", pki / "admin.crt", pki / "admin.key",
+                                   pki / "ca.key"),
                         Path(state["real"]["node_binaries"]), taint=cluster != HUB)
 
     def _real_settings(self, cluster: str, kwok: Kwokctl) -> RealNodeSettings | None:
@@ -154,9 +159,8 @@ class LocalFleet:
         nodes = [self.real_node(cluster) for cluster in self.clusters]
         for node in nodes:
             node.net.create_cgroups()
-            node.kubeconfig.write_text(node.net.from_node(
-                self.kubeconfig(node.net.cluster).read_text()))
             node.write_configs(images.PAUSE)
+            self._write_node_identities(node)
             self._spawn(f"{node.net.cluster}-containerd", node.containerd_argv(), {})
         importing: list[subprocess.Popen[bytes]] = []
         for node in nodes:
@@ -178,6 +182,17 @@ class LocalFleet:
             self.say(f"{node.net.cluster}: real node {node.net.node_name} Ready "
                      f"({time.monotonic() - t0:.1f}s)")
 
+    def _write_node_identities(self, node: RealNode) -> None:
+        """The kubelet's and kube-proxy's kubeconfigs: their own identities
+        (``node_identity``), never the admin's."""
+        admin = node.net.from_node(self.kubeconfig(node.net.cluster).read_text())
+        user, group = node_identity.kubelet_user(node.net.node_name)
+        for path, (name, org) in ((node.kubeconfig, (user, group)),
+                                  (node.proxy_kubeconfig, (node_identity.KUBE_PROXY, None))):
+            cert, key = node_identity.client_certificate(node.pki.ca, node.pki.ca_key, name, org)
+            path.write_text(node_identity.kubeconfig_as(admin, name, cert, key))
+            os.chmod(path, 0o600)
+
     def deploy_pods(self, timeout: float = 300) -> None:
         """The hub Deployment and each member's agent DaemonSet from deploy/, as Pods."""
         kubectl = self.binaries()["kubectl"]
@@ -186,9 +201,121 @@ class LocalFleet:
             hub_config = self.network(HUB).from_node(self.agent_kubeconfig(name).read_text())
             pods.apply(kubectl, self.kubeconfig(name),
                        pods.agent_manifests(name, hub_config, self.agent_args))
+        self._save(pods=True)
         for cluster in self.clusters:
             pods.wait_running(self.client(cluster), pods.NAMESPACE, timeout=timeout)
             self.say(f"{cluster}: fleet Pods Running")
+        self.collect_pod_logs()
+
+    # -- the hub and agents as Pods --------------------------------------------------------
+    @property
+    def runs_pods(self) -> bool:
+        """Whether the hub and agents run as Pods (else as host processes)."""
+        return bool(self._load().get("pods"))
+
+    def collect_pod_logs(self) -> None:
+        """Link the logs of the hub's and agents' containers into ``logs/`` (``hub-pod-*``,
+        ``agent-<member>-pod-*``), where the 403 check and the test reports read them. Call it
+        before deleting a Pod: a link made while its container runs keeps every line."""
+        if not self._load().get("real"):
+            return
+        for cluster in self.clusters:
+            node_dir = self.workdir / "nodes" / cluster
+            if node_dir.exists():
+                pods.link_logs(node_dir / "pod-logs", self.workdir / "logs",
+                               "hub" if cluster == HUB else f"agent-{cluster}")
+
+    def fleet_pods(self, cluster: str) -> list[dict[str, Any]]:
+        """fleet's Pods on ``cluster``: the hub replicas, or the member's agent."""
+        items, _ = self.client(cluster).list(r.PODS, pods.NAMESPACE)
+        return items
+
+    def hub_leader_pod(self, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while (leader := pods.leader_pod(self.client(HUB))) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no hub Pod holds the hub's Lease after {timeout:.0f}s")
+            time.sleep(0.5)
+        return leader
+
+    def delete_hub_pod(self, name: str, *, grace: int | None = 0) -> None:
+        """Delete a hub Pod (``grace=0``: at once, its container killed); the Deployment
+        replaces it."""
+        self.collect_pod_logs()
+        self.client(HUB).delete(r.PODS, name, pods.NAMESPACE, grace_period_seconds=grace)
+        self.say(f"hub Pod {name} deleted (grace {grace})")
+
+    def kill_container(self, cluster: str, pod: str, sig: signal.Signals = signal.SIGKILL
+                       ) -> None:
+        """Signal the main process of a fleet Pod's container on ``cluster``'s real node."""
+        self.collect_pod_logs()
+        body = self.client(cluster).get(r.PODS, pod, pods.NAMESPACE)
+        container = body["spec"]["containers"][0]["name"]
+        self.real_node(cluster).kill_container(pods.container_id(body, container), sig)
+        self.say(f"{cluster}: sent {sig.name} to {pod}/{container}")
+
+    def wait_hub_pods_ready(self, timeout: float = 180) -> None:
+        pods.wait_running(self.client(HUB), pods.NAMESPACE, timeout=timeout)
+        self.collect_pod_logs()
+
+    def restart_hub(self) -> None:
+        """Kill every hub replica at once and start the hub again: its Pods deleted with
+        grace 0 (the Deployment makes new ones) or, with host processes, SIGKILL and a new
+        process."""
+        if not self.runs_pods:
+            self.stop_process("hub", signal.SIGKILL)
+            self.start_hub()
+            return
+        before = {p["metadata"]["name"] for p in self.fleet_pods(HUB)}
+        for name in sorted(before):
+            self.delete_hub_pod(name)
+        deadline = time.monotonic() + 180
+        while True:
+            names = {p["metadata"]["name"] for p in self.fleet_pods(HUB)}
+            waiting = pods.not_running(self.client(HUB), pods.NAMESPACE)
+            if len(names) >= len(before) and not names & before and not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"new hub Pods not Ready after 180s: {waiting}")
+            time.sleep(0.5)
+        self.collect_pod_logs()
+        self.say(f"hub restarted as Pods {sorted(names)}")
+
+    def component_pids(self) -> dict[str, int]:
+        """Every hub and agent process on this host by name: the host processes, and the
+        main process of each fleet Pod's container (``hub-pod-<pod>``,
+        ``agent-<member>-pod-<pod>``, as their logs are named)."""
+        found = {name: pid for name, pid in self.processes().items()
+                 if component_log(f"{name}.log")}  # not the nodes' containerd, kubelet...
+        if not self.runs_pods:
+            return found
+        for cluster in self.clusters:
+            tasks = self.real_node(cluster).task_pids()
+            prefix = "hub" if cluster == HUB else f"agent-{cluster}"
+            for pod in self.fleet_pods(cluster):
+                try:
+                    container = pods.container_id(pod, pod["spec"]["containers"][0]["name"])
+                except LookupError:
+                    continue
+                if container in tasks:
+                    found[f"{prefix}-pod-{pod['metadata']['name']}"] = tasks[container]
+        return found
+
+    def metrics_url(self, component: str) -> str:
+        """Where ``component`` (``hub``, ``agent-member1``) serves /metrics: a host process
+        of that name on 127.0.0.1, else its Pod (the leading hub replica) by Pod IP, which the
+        host routes to the node."""
+        if component in self._load().get("metrics_ports", {}) and component in self.processes():
+            return f"http://127.0.0.1:{self.metrics_port(component)}/metrics"
+        if component == HUB:
+            cluster, name = HUB, self.hub_leader_pod()
+        else:
+            cluster = component.removeprefix("agent-")
+            name = self.fleet_pods(cluster)[0]["metadata"]["name"]
+        pod = self.client(cluster).get(r.PODS, name, pods.NAMESPACE)
+        port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
+                    if p["name"] == "metrics")
+        return f"http://{pod['status']['podIP']}:{port}/metrics"
 
     def start_control_planes(self, binaries: Binaries) -> None:
         kwok = Kwokctl(binaries, self.workdir)
@@ -287,7 +414,7 @@ class LocalFleet:
         """Stop every hub and agent process the state file names (an earlier ``up`` of this
         workdir may have left them running against control planes it is about to replace)."""
         for name, pid in self._load().get("processes", {}).items():
-            if _is_fleet_process(int(pid)):  # never a process that reused a stale pid
+            if _is_fleet_process(int(pid), self.workdir):  # never one that reused a pid
                 self.say(f"stopping {name} (pid {pid})")
                 _terminate(int(pid), signal.SIGTERM)
         self._save(processes={})
@@ -314,6 +441,7 @@ class LocalFleet:
         self.say(f"{cluster}: sent {signal.Signals(sig).name} to {component} (pid {pid})")
 
     def down(self) -> None:
+        self.collect_pod_logs()
         self.stop_processes()
         state = self._load()
         binaries = state.get("binaries")
@@ -356,15 +484,28 @@ class LocalFleet:
     def _save(self, **updates: Any) -> None:
         state = self._load()
         state.update(updates)
-        self._state_file.write_text(json.dumps(state, indent=2))
+        # whole or not at all: a thread of the tests may read it meanwhile (pod logs)
+        scratch = self._state_file.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+        scratch.write_text(json.dumps(state, indent=2))
+        scratch.replace(self._state_file)
 
 
-def _is_fleet_process(pid: int) -> bool:
+def component_log(name: str) -> bool:
+    """Whether the log file ``name`` is a hub's or an agent's (a host process or a Pod's
+    container), not a real node's containerd, kubelet or kube-proxy."""
+    return name.startswith(("hub", "agent")) and not name.endswith(
+        ("-containerd.log", "-kubelet.log", "-kube-proxy.log"))
+
+
+def _is_fleet_process(pid: int, workdir: Path) -> bool:
+    """A hub or agent, or a real node's containerd, kubelet or kube-proxy of this fleet
+    (their configuration lives in the workdir)."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(arg in (b"fleet.hub", b"member_agent") for arg in argv)
+    ours = str(workdir).encode() + b"/"
+    return any(arg in (b"fleet.hub", b"member_agent") or arg.startswith(ours) for arg in argv)
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:

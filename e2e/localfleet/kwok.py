@@ -119,6 +119,9 @@ def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
             "kubelet-preferred-address-types": "InternalIP,Hostname",
             "kubelet-client-certificate": str(real.pki / "admin.crt"),
             "kubelet-client-key": str(real.pki / "admin.key"),
+            # kubelets run as their nodes (``node_identity``): the Node authorizer (on:
+            # kwokctl runs Node,RBAC) and this admission plugin keep each to its own node
+            "enable-admission-plugins": "NodeRestriction",
         })
         # kwok fakes only the GPU nodes (annotated), never the real node or its Pods.
         patches.append({"name": "kwok-controller", "extraArgs": [

@@ -9,6 +9,7 @@ the API server reaches them through the ``fleet-hub`` Service (aggregator routin
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -47,6 +48,19 @@ def _set_env(container: dict[str, Any], name: str, entry: dict[str, Any]) -> Non
     container["env"] = [*env, {"name": name, **entry}]
 
 
+# Tunables the components read from their environment: set in the environment that starts
+# the local fleet (as tests do), they reach the Pods as they reach host processes.
+TUNABLES = ("FLEET_FIT_MODE", "FLEET_HEARTBEAT_TIMEOUT", "FLEET_HEARTBEAT_INTERVAL",
+            "FLEET_CAPACITY_STALE_SECONDS", "FLEET_GANG_SCHEDULER", "FLEET_GANG_PROBE_SECONDS",
+            "FLEET_FENCE_SWEEP_SECONDS", "FLEET_AGENT_LEASE_SECONDS", "FLEET_KUBECTL_IMAGE")
+
+
+def _tune(container: dict[str, Any]) -> None:
+    for name in TUNABLES:
+        if os.environ.get(name):
+            _set_env(container, name, {"value": os.environ[name]})
+
+
 def hub_manifests(hub_args: Sequence[str] = ()) -> list[dict[str, Any]]:
     docs = _kustomization(REPO / "deploy" / "hub")
     for doc in docs:
@@ -55,6 +69,7 @@ def hub_manifests(hub_args: Sequence[str] = ()) -> list[dict[str, Any]]:
             _on_real_node(spec)
             container = spec["containers"][0]
             container["args"] = [*container.get("args", []), *hub_args]
+            _tune(container)
     return docs
 
 
@@ -69,6 +84,7 @@ def agent_manifests(cluster: str, hub_kubeconfig: str,
             _on_real_node(spec)
             container = spec["containers"][0]
             container["args"] = [*container.get("args", []), *agent_args]
+            _tune(container)
     docs.append({"apiVersion": "v1", "kind": "Secret",
                  "metadata": {"name": "fleet-hub-kubeconfig", "namespace": NAMESPACE},
                  "stringData": {"kubeconfig": hub_kubeconfig}})
@@ -121,3 +137,50 @@ def wait_running(kube: Kube, namespace: str, timeout: float) -> None:
             return
         time.sleep(1)
     raise TimeoutError(f"pods in {namespace} not Running after {timeout:.0f}s: {waiting}")
+
+
+def leader_pod(kube: Kube) -> str | None:
+    """The hub Pod holding the hub's Lease (its identity starts with the Pod's hostname, which
+    is the Pod's name), if one of the Pods does."""
+    lease = kube.get_or_none(r.LEASES, "fleet-hub", NAMESPACE)
+    holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+    items, _ = kube.list(r.PODS, NAMESPACE)
+    return next((p["metadata"]["name"] for p in items
+                 if holder.startswith(p["metadata"]["name"] + "-")), None)
+
+
+def container_id(pod: dict[str, Any], container: str) -> str:
+    """The containerd id of ``container`` in ``pod`` (from the kubelet's status)."""
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        if status["name"] == container and status.get("containerID"):
+            return str(status["containerID"]).split("://", 1)[1]
+    raise LookupError(f"{pod['metadata']['name']} has no running container {container}")
+
+
+def link_logs(pod_logs: Path, logs: Path, prefix: str) -> list[Path]:
+    """Hard-link the container logs of fleet's Pods (``<podLogsDir>/fleet-system_<pod>_<uid>
+    /<container>/<restart>.log``) into ``logs`` as ``<prefix>-pod-<pod>[-<restart>].log``.
+
+    A link keeps the file when the kubelet removes a deleted Pod's logs, and it is the same
+    file the runtime goes on writing to, so one link made while the container runs holds all
+    its lines. A log the kubelet rotated away keeps its link; the new file gets one more."""
+    made = []
+    for pod_dir in sorted(pod_logs.glob(f"{NAMESPACE}_*")):
+        pod = pod_dir.name.split("_")[1]
+        for log in sorted(pod_dir.glob("*/*.log")):
+            restart = log.stem
+            name = f"{prefix}-pod-{pod}" + (f"-{restart}" if restart != "0" else "")
+            target = logs / f"{name}.log"
+            try:
+                inode = log.stat().st_ino
+                if target.exists():
+                    if target.stat().st_ino == inode:
+                        continue
+                    target = logs / f"{name}-{inode}.log"  # rotated: one link per file
+                    if target.exists():
+                        continue
+                target.hardlink_to(log)
+                made.append(target)
+            except FileNotFoundError:
+                continue  # the kubelet removed it meanwhile
+    return made

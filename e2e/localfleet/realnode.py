@@ -57,6 +57,24 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# Each kubelet (cAdvisor, certificate and plugin watchers) and containerd holds several inotify
+# instances; the kernel's default of 128 per user runs out with a few nodes on one host and
+# the kubelet then dies ("inotify_init: too many open files"). kind asks for the same.
+INOTIFY_MINIMUM = {"fs.inotify.max_user_instances": 512, "fs.inotify.max_user_watches": 524288}
+
+
+def raise_inotify_limits() -> list[str]:
+    """Raise the host's inotify limits to ``INOTIFY_MINIMUM`` (never lower them); what
+    was raised, as ``name=value``."""
+    raised = []
+    for name, minimum in INOTIFY_MINIMUM.items():
+        path = Path("/proc/sys") / name.replace(".", "/")
+        if int(path.read_text()) < minimum:
+            path.write_text(str(minimum))
+            raised.append(f"{name}={minimum}")
+    return raised
+
+
 def cni_bin_dir() -> Path | None:
     return next((d for d in CNI_BIN_DIRS if (d / "bridge").exists()), None)
 
@@ -224,11 +242,13 @@ class ClusterPki:
     ca: Path
     cert: Path
     key: Path
+    ca_key: Path  # signs the node's own identities (``node_identity``)
 
 
 class RealNode:
     """One node of one cluster: its files live in ``directory``; its processes are started
-    through ``spawn(name, argv)`` (which records them for teardown)."""
+    through ``spawn(name, argv)`` (which records them for teardown). The kubelet runs with
+    ``kubeconfig`` (the node's own identity), kube-proxy with ``proxy_kubeconfig``."""
 
     def __init__(self, network: NodeNetwork, directory: Path, kubeconfig: Path,
                  pki: ClusterPki, binaries: Path, *, taint: bool) -> None:
@@ -242,6 +262,14 @@ class RealNode:
     @property
     def socket(self) -> Path:
         return self.dir / "containerd.sock"
+
+    @property
+    def proxy_kubeconfig(self) -> Path:
+        return self.dir / "kube-proxy.kubeconfig"
+
+    @property
+    def pod_logs(self) -> Path:
+        return self.dir / "pod-logs"
 
     def nsenter(self, *argv: str) -> list[str]:
         # Only the network namespace: kubelet and containerd must share the host's mount
@@ -300,7 +328,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "cgroupRoot": self.net.cgroup_root, "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
             "address": self.net.node_ip, "healthzBindAddress": "127.0.0.1",
-            "readOnlyPort": 0, "podLogsDir": str(d / "pod-logs"),
+            "readOnlyPort": 0, "podLogsDir": str(self.pod_logs),
+            # rotation would move a log away from the link the fleet keeps of it
+            "containerLogMaxSize": "200Mi",
             "localStorageCapacityIsolation": False,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(self.pki.ca)}},
@@ -315,7 +345,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet))
         proxy = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "clientConnection": {"kubeconfig": str(self.proxy_kubeconfig)},
             "mode": "iptables", "clusterCIDR": self.net.pod_cidr,
             "hostnameOverride": self.net.node_name,
             "metricsBindAddress": "127.0.0.1:10249", "healthzBindAddress": "127.0.0.1:10256",
@@ -347,6 +377,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 return
             time.sleep(0.2)
         raise RuntimeError(f"{self.net.node_name}: containerd did not answer on {self.socket}")
+
+    def kill_container(self, container_id: str, sig: signal.Signals) -> None:
+        """Signal a container's main process through containerd, as the OOM killer or a
+        crash would end it (the kubelet then restarts it, as for any container)."""
+        _run(*self.ctr("tasks", "kill", "--signal", sig.name, container_id))
+
+    def task_pids(self) -> dict[str, int]:
+        """Running containers' main processes (as this host sees them), by container id."""
+        done = subprocess.run(self.ctr("tasks", "ls"), capture_output=True, text=True,
+                              check=False)
+        pids = {}
+        for line in done.stdout.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == "RUNNING" and fields[1].isdigit():
+                pids[fields[0]] = int(fields[1])
+        return pids
 
     def import_image(self, archive: Path) -> None:
         _run(*self.ctr("images", "import", "--no-unpack=false", str(archive)))

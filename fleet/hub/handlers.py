@@ -19,6 +19,7 @@ import kopf
 
 from fleet import metrics
 from fleet.api.cluster import AGENT_HEARTBEAT
+from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
@@ -27,15 +28,21 @@ from fleet.hub import admission, mirroring, webhook_tls
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
+from fleet.hub.initial_sync import InitialSync
 from fleet.hub.scheduler import Scheduler, Settings
 from propagation.views import FitMode
 
 log = logging.getLogger(__name__)
 CACHE = Cache()
+SYNC = InitialSync()
+# What kopf watches (resource, label selector): listed once at startup to know when the
+# watches have delivered everything (``initial_sync``).
+WATCHED: list[tuple[r.Resource, str | None]] = []
 _STOP = threading.Event()
 
 
 def _record(store: str, kind: str, body: kopf.Body) -> None:
+    SYNC.saw(Cache.key(body))
     if kind == "DELETED":
         CACHE.remove(store, body)
     else:
@@ -48,6 +55,7 @@ def _watch(resource: r.Resource, store: str) -> None:
 
     handler.__name__ = f"watch_{resource.plural}_{resource.group.replace('.', '_')}"
     kopf.on.event(resource.group, resource.version, resource.plural)(handler)
+    WATCHED.append((resource, None))
 
 
 for _job in r.JOB_KINDS:
@@ -66,6 +74,34 @@ async def watch_agent_heartbeats(*, type: str, body: kopf.Body, **_: Any) -> Non
     _record(stores.HEARTBEATS, type, body)
 
 
+WATCHED.append((r.LEASES, AGENT_HEARTBEAT))
+
+
+def _list_watched(kube: Kube) -> None:
+    """List what kopf watches for ``SYNC``, once, then again every few seconds while some
+    listed object has not come through a watch (it may have been deleted meanwhile)."""
+    first = True
+    while not _STOP.is_set() and not SYNC.synced():
+        try:
+            keys = []
+            for resource, selector in WATCHED:
+                try:
+                    items, _ = kube.list(resource, label_selector=selector)
+                except errors.NotFound:  # no such kind installed: kopf watches nothing either
+                    continue
+                keys += [Cache.key(item) for item in items]
+        except errors.ApiError as exc:
+            log.warning("listing the watched resources failed (retrying): %s", exc)
+            _STOP.wait(2)
+            continue
+        if first:
+            SYNC.listed(keys)
+            log.info("caches: %d objects listed at startup", len(keys))
+            first = False
+        else:
+            SYNC.still_there(keys)
+        _STOP.wait(5)
+
 
 admission.register(CACHE)
 
@@ -75,8 +111,11 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    metrics.ready_when("caches-synced", SYNC.synced)  # before /readyz is served at all
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
+    threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
+                     daemon=True).start()
     elector = LeaderElector(kube, "fleet-system", "fleet-hub")
     _serve_webhook(settings, kube, lambda: elector.leading)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))

@@ -79,6 +79,9 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
     settings.watching.server_timeout = 300
     cluster = os.environ["FLEET_CLUSTER_NAME"]
+    # Ready once the member's nodes and pods are listed (below) and, while leading, the hub's
+    # Works: a leader acts on both.
+    metrics.ready_when("member-caches", STATE.synced.is_set)
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     member = Kube(os.environ.get("KUBECONFIG"), pool=16)
     hub = Kube(os.environ["FLEET_HUB_KUBECONFIG"], pool=8)
@@ -123,6 +126,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     lease = int(os.environ.get("FLEET_AGENT_LEASE_SECONDS", "6"))
     election = AgentElection(member, cluster, lease_seconds=lease)
     ELECTIONS.append(election)
+    metrics.ready_when("hub-works", lambda: not election.elector.leading
+                       or sync.synced.is_set())
     threading.Thread(target=election.run, args=(_STOP, lead, abdicate), name="election",
                      daemon=True).start()
     log.info("agent for %s started; waiting for the member's agent lease", cluster)
