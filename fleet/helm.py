@@ -66,16 +66,7 @@ def upgrade_install(helm: str, kubeconfig: Path, release: str, chart: str,
                 "--kubeconfig", str(kubeconfig), "--values", str(values_file)]
         if wait:
             argv += ["--wait", "--timeout", f"{int(timeout)}s"]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                  timeout=timeout + 30)
-        except subprocess.TimeoutExpired:
-            raise HelmError(f"helm upgrade --install {release} did not finish in "
-                            f"{int(timeout)}s") from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise HelmError(f"helm upgrade --install {release}: "
-                        f"{lines[-1] if lines else f'exit code {done.returncode}'}")
+        done = _run(argv, release, timeout)
     return done.stdout
 
 
@@ -91,3 +82,25 @@ def agent_values(cluster: str, hub_kubeconfig: str, image: str = deploy.IMAGE,
     if node_selector:
         values["nodeSelector"] = node_selector
     return values
+
+
+def uninstall(helm: str, kubeconfig: Path, release: str,
+              timeout: float = TIMEOUT_SECONDS) -> None:
+    """``helm uninstall`` ``release`` from fleet-system; a release that is gone already is
+    not an error (unjoin may be run twice)."""
+    _run([helm, "uninstall", release, "--namespace", deploy.NAMESPACE,
+          "--kubeconfig", str(kubeconfig), "--ignore-not-found"], release, timeout)
+
+
+def _run(argv: list[str], release: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    verb = " ".join(argv[1:3]) if argv[1] == "upgrade" else argv[1]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                              timeout=timeout + 30)
+    except subprocess.TimeoutExpired:
+        raise HelmError(f"helm {verb} {release} did not finish in {int(timeout)}s") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise HelmError(f"helm {verb} {release}: "
+                        f"{lines[-1] if lines else f'exit code {done.returncode}'}")
+    return done

@@ -15,7 +15,8 @@ import yaml
 
 from e2e import charts
 from e2e.charts import AGENT_CHART, HUB_CHART, render
-from fleet import deploy
+from fleet import deploy, helm
+from fleet.cli.main import main
 from fleet.helm import agent_values
 
 RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -187,3 +188,33 @@ def test_a_bad_value_fails_naming_its_field(chart: Path, sets: list[str], namesp
     assert done.returncode != 0, f"{sets} rendered:\n{done.stdout[:500]}"
     assert message in done.stderr, done.stderr
     assert "panic" not in done.stderr
+
+
+def test_join_with_helm_but_no_helm_says_so_in_one_line_before_touching_the_hub(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({  # an API server nobody answers on
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    code = main(["join", "m1", "--member-kubeconfig", str(kubeconfig), "--kubeconfig",
+                 str(kubeconfig), "--helm", "--helm-binary", str(tmp_path / "no-helm")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("\n") == 1, err
+    assert err.startswith("error: helm not found"), err
+    assert "--helm-binary" in err
+    code = main(["unjoin", "m1", "--member-kubeconfig", str(kubeconfig), "--kubeconfig",
+                 str(kubeconfig), "--helm", "--helm-binary", str(tmp_path / "no-helm")])
+    assert code == 1
+    assert capsys.readouterr().err.startswith("error: helm not found")
+
+
+def test_join_with_helm_finds_the_pinned_helm_through_fleet_helm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEET_HELM", charts.helm_binary())
+    assert helm.binary() == charts.helm_binary()
+    assert helm.chart_path(None, helm.AGENT_CHART) == str(AGENT_CHART)
+    with pytest.raises(helm.HelmError, match="--helm-chart"):
+        helm.chart_path(None, AGENT_CHART.parent / "no-such-chart")
