@@ -15,7 +15,7 @@ import yaml
 
 from e2e import charts
 from e2e.charts import AGENT_CHART, HUB_CHART, render
-from fleet import deploy, helm
+from fleet import deploy, helm, onboarding
 from fleet.cli.main import main
 from fleet.helm import agent_values
 
@@ -218,3 +218,24 @@ def test_join_with_helm_finds_the_pinned_helm_through_fleet_helm(
     assert helm.chart_path(None, helm.AGENT_CHART) == str(AGENT_CHART)
     with pytest.raises(helm.HelmError, match="--helm-chart"):
         helm.chart_path(None, AGENT_CHART.parent / "no-such-chart")
+
+
+def test_join_points_the_agent_at_the_hub_server_its_pods_reach(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "hub",
+                           "clusters": [{"name": "hub", "cluster": {
+                               "server": "https://127.0.0.1:6443",
+                               "certificate-authority-data": "Q0E="}}],
+                           "users": [{"name": "a", "user": {"token": "t"}}],
+                           "contexts": [{"name": "hub", "context": {"cluster": "hub",
+                                                                    "user": "a"}}]})
+    moved = yaml.safe_load(onboarding.with_server(text, "https://hub.example:6443"))
+    assert moved["clusters"][0]["cluster"] == {"server": "https://hub.example:6443",
+                                               "certificate-authority-data": "Q0E="}
+    assert moved["users"] == [{"name": "a", "user": {"token": "t"}}]
+    config = tmp_path / "config"
+    config.write_text(text)
+    code = main(["join", "m1", "--member-kubeconfig", str(config), "--kubeconfig", str(config),
+                 "--hub-server", "hub.example:6443"])
+    assert code == 1
+    assert capsys.readouterr().err.startswith("error: --hub-server: expected an https:// URL")

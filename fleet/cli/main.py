@@ -129,6 +129,9 @@ def build_parser() -> Parser:
     join.add_argument("--agent-kubeconfig-out", default=None,
                       help="also write the agent's hub kubeconfig to this file")
     join.add_argument("--agent-image", default=deploy.IMAGE)
+    join.add_argument("--hub-server", default=None, metavar="URL",
+                      help="the hub's API server as the member's agents reach it (default: the "
+                           "server of --kubeconfig)")
     join.add_argument("--agent-node-selector", default="",
                       help="key=value[,key=value]: nodes the agent DaemonSet runs on")
     join.add_argument("--no-agent", action="store_true",
@@ -225,7 +228,11 @@ def join(target: Target, args: argparse.Namespace) -> None:
         except helm.HelmError as exc:
             raise CliError(str(exc)) from None
     hub_kubeconfig = Path(target.kubeconfig.split(os.pathsep)[0])
+    if args.hub_server and not args.hub_server.startswith("https://"):
+        raise CliError(f"--hub-server: expected an https:// URL, not {args.hub_server!r}")
     text = onboarding.join(target.hub(), member, args.name, hub_kubeconfig=hub_kubeconfig)
+    if args.hub_server:
+        text = onboarding.with_server(text, args.hub_server)
     if args.agent_kubeconfig_out:
         out = Path(args.agent_kubeconfig_out)
         out.write_text(text)
