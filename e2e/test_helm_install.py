@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from e2e import charts
+from e2e.conftest import FORBIDDEN
 from e2e.localfleet import HUB, LocalFleet, demo, pods
 from e2e.localfleet.nodes import NodeShape
 from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
@@ -145,3 +146,35 @@ def test_the_charts_service_accounts_hold_exactly_the_reviewed_permissions(
 
 def test_the_seed_pytorchjob_runs_to_succeeded(helm_fleet: LocalFleet) -> None:
     assert demo.run_demo(helm_fleet, timeout=300), "the seed PyTorchJob did not succeed"
+
+
+def test_no_fleet_pod_logged_a_403(helm_fleet: LocalFleet) -> None:
+    """Every component runs with the charts' identities: a 403 in a log is a missing rule."""
+    for cluster in helm_fleet.clusters:
+        items, _ = helm_fleet.client(cluster).list(r.PODS, deploy.NAMESPACE)
+        for pod in items:
+            done = subprocess.run(
+                [helm_fleet.binaries()["kubectl"], "--kubeconfig",
+                 str(helm_fleet.kubeconfig(cluster)), "logs", "-n", deploy.NAMESPACE,
+                 pod["metadata"]["name"]], capture_output=True, text=True, check=False,
+                timeout=60)
+            assert done.returncode == 0, done.stderr
+            forbidden = [line[:300] for line in done.stdout.splitlines()
+                         if FORBIDDEN.search(line)]
+            assert forbidden == [], f"{cluster} {pod['metadata']['name']}"
+
+
+def test_unjoin_with_helm_uninstalls_the_agent_release(helm_fleet: LocalFleet) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "unjoin", MEMBER,
+         "--kubeconfig", str(helm_fleet.kubeconfig(HUB)),
+         "--member-kubeconfig", str(helm_fleet.kubeconfig(MEMBER)), "--helm",
+         "--helm-binary", charts.helm_binary()],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert releases(helm_fleet, MEMBER) == {}
+    member = helm_fleet.client(MEMBER)
+    assert member.get_or_none(r.for_kind("apps/v1", "DaemonSet"), "fleet-agent",
+                              deploy.NAMESPACE) is None
+    assert member.get_or_none(r.CLUSTERROLES, "fleet-agent") is None
+    assert helm_fleet.client(HUB).get_or_none(r.MEMBERCLUSTERS, MEMBER) is None
