@@ -35,9 +35,10 @@ def helm_binary() -> str:
     return str(Path(out.strip().splitlines()[-1]) / "helm")
 
 
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def helm(*args: str, check: bool = True, timeout: float = 120
+         ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([helm_binary(), *args], capture_output=True, text=True, check=False,
-                          timeout=120)
+                          timeout=timeout)
     if check and done.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed:\n{done.stderr}")
     return done

@@ -33,6 +33,7 @@ from fleet.clients.kube import Kube
 
 pytestmark = pytest.mark.e2e
 MEMBER = "member1"
+INSTALL_SECONDS = 300  # the Pods' readiness: caches synced, the webhook served
 ON_REAL_NODE = {"nodeSelector": {REAL_NODE_LABEL: "true"},
                 "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Exists"}]}
 
@@ -68,7 +69,8 @@ def install_hub_chart(fleet: LocalFleet, workdir: Path) -> None:
     values.write_text(yaml.safe_dump(ON_REAL_NODE))
     charts.helm("install", "fleet-hub", str(charts.HUB_CHART), "--namespace", deploy.NAMESPACE,
                 "--create-namespace", "--kubeconfig", str(fleet.kubeconfig(HUB)),
-                "--values", str(values), "--wait", "--timeout", "300s")
+                "--values", str(values), "--wait", "--timeout", f"{INSTALL_SECONDS}s",
+                timeout=INSTALL_SECONDS + 30)
 
 
 def join_with_helm(fleet: LocalFleet) -> None:
@@ -94,12 +96,16 @@ def hub_port(fleet: LocalFleet) -> str:
 
 
 def pod_logs(fleet: LocalFleet, cluster: str) -> str:
-    done = subprocess.run(
-        [fleet.binaries()["kubectl"], "--kubeconfig", str(fleet.kubeconfig(cluster)), "logs",
-         "-n", deploy.NAMESPACE, "-l", "app.kubernetes.io/part-of=fleet", "--tail", "8",
-         "--prefix", "--all-containers"],
-        capture_output=True, text=True, check=False, timeout=60)
-    return (done.stdout + done.stderr)[-4000:]
+    kubectl = [fleet.binaries()["kubectl"], "--kubeconfig", str(fleet.kubeconfig(cluster)),
+               "-n", deploy.NAMESPACE]
+    out = []
+    for args in (["get", "pods", "-o", "wide"],
+                 ["logs", "-l", "app.kubernetes.io/name in (fleet-hub, fleet-agent)",
+                  "--tail", "8", "--prefix", "--all-containers"]):
+        done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False,
+                              timeout=60)
+        out.append(done.stdout + done.stderr)
+    return "\n".join(out)[-4000:]
 
 
 def releases(fleet: LocalFleet, cluster: str) -> dict[str, str]:
