@@ -239,3 +239,19 @@ def test_join_points_the_agent_at_the_hub_server_its_pods_reach(
                  "--hub-server", "hub.example:6443"])
     assert code == 1
     assert capsys.readouterr().err.startswith("error: --hub-server: expected an https:// URL")
+
+
+@pytest.mark.parametrize(("chart", "sets", "monitor", "shipped"), [
+    (HUB_CHART, [], "serviceMonitor", "hub-servicemonitor.yaml"),
+    (AGENT_CHART, ["cluster=member1"], "podMonitor", "agent-podmonitor.yaml"),
+], ids=["hub", "agent"])
+def test_the_prometheus_monitors_are_deploy_monitorings(chart: Path, sets: list[str],
+                                                         monitor: str, shipped: str) -> None:
+    expected = yaml.safe_load((charts.REPO / "deploy" / "monitoring" / shipped).read_text())
+    sets = [*sets, f"metrics.{monitor}.enabled=true"]
+    monitors = [charts.without_helm_labels(d) for d in render(chart, sets)
+                if d["apiVersion"].startswith("monitoring.coreos.com/")]
+    assert monitors == [expected]
+    labelled = render(chart, [*sets, f"metrics.{monitor}.labels.release=prom"])
+    assert [d["metadata"]["labels"]["release"] for d in labelled
+            if d["apiVersion"].startswith("monitoring.coreos.com/")] == ["prom"]
