@@ -4,7 +4,9 @@
 ``python -m fleet.deploy`` writes them to ``deploy/hub`` and ``deploy/agent`` as kustomize
 bases (``--check`` fails when they are stale, as for ``crds/``); ``kubectl fleet join`` applies
 the agent's to the member it joins, with the member's name and hub credentials filled in.
-The container image is built from the repository's ``Dockerfile``.
+The container image is built from the repository's ``Dockerfile``. The Helm charts under
+``deploy/helm`` install the same objects: ``tests/test_helm.py`` fails unless their default
+values render exactly these bases, so a change here is made there too.
 """
 
 from __future__ import annotations
