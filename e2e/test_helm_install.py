@@ -22,11 +22,12 @@ import pytest
 import yaml
 
 from e2e import charts
-from e2e.conftest import FORBIDDEN
+from e2e.conftest import FORBIDDEN, eventually
 from e2e.localfleet import HUB, LocalFleet, demo, pods
 from e2e.localfleet.nodes import NodeShape
 from e2e.localfleet.realnode import REAL_NODE_LABEL, unavailable_reason
 from e2e.permissions import Reviewed, differences
+from e2e.test_webhook import checked_by_the_webhook
 from fleet import deploy, onboarding
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -140,6 +141,9 @@ def test_both_charts_are_deployed_releases_running_on_the_real_nodes(
     webhook = helm_fleet.client(HUB).get(r.VALIDATINGWEBHOOKCONFIGURATIONS,
                                          deploy.WEBHOOK_CONFIGURATION)
     assert webhook["webhooks"][0]["clientConfig"].get("caBundle"), "the leader set no caBundle"
+    # The API server calls the chart's webhook through the chart's Service.
+    eventually(lambda: checked_by_the_webhook(helm_fleet.client(HUB)),
+               what="the webhook's warning on the seed tree")
 
 
 def test_the_charts_service_accounts_hold_exactly_the_reviewed_permissions(
