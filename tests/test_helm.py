@@ -255,3 +255,27 @@ def test_the_prometheus_monitors_are_deploy_monitorings(chart: Path, sets: list[
     labelled = render(chart, [*sets, f"metrics.{monitor}.labels.release=prom"])
     assert [d["metadata"]["labels"]["release"] for d in labelled
             if d["apiVersion"].startswith("monitoring.coreos.com/")] == ["prom"]
+
+
+def test_helm_gets_the_credentials_in_a_private_values_file_and_its_error_in_one_line(
+        tmp_path: Path) -> None:
+    """A stand-in helm records its arguments and the values file, then fails as helm does."""
+    fake = tmp_path / "helm"
+    fake.write_text("#!/bin/sh\n"
+                    f'echo "$@" > {tmp_path}/argv\n'
+                    'while [ "$1" != "--values" ]; do shift; done\n'
+                    f'stat -c %a "$2" > {tmp_path}/mode; cp "$2" {tmp_path}/values\n'
+                    'echo "coalesce.go:1: warning" >&2\n'
+                    'echo "Error: INSTALLATION FAILED: boom" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    values = agent_values("m1", "token: secret-token\n")
+    with pytest.raises(helm.HelmError) as failed:
+        helm.upgrade_install(str(fake), tmp_path / "member.kubeconfig", helm.AGENT_RELEASE,
+                             str(AGENT_CHART), values)
+    assert str(failed.value) == ("helm upgrade --install fleet-agent: "
+                                 "Error: INSTALLATION FAILED: boom")
+    argv = (tmp_path / "argv").read_text()
+    assert "secret-token" not in argv
+    assert "--namespace fleet-system --create-namespace" in argv
+    assert (tmp_path / "mode").read_text().strip() == "600"
+    assert yaml.safe_load((tmp_path / "values").read_text()) == values
