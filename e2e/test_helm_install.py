@@ -32,7 +32,9 @@ from fleet import deploy, onboarding
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
-pytestmark = pytest.mark.e2e
+# A fleet with real nodes, then two installs that wait for readiness: more than the suite's
+# 600 s per test on a machine loaded by other work.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 MEMBER = "member1"
 INSTALL_SECONDS = 300  # the Pods' readiness: caches synced, the webhook served
 ON_REAL_NODE = {"nodeSelector": {REAL_NODE_LABEL: "true"},
@@ -100,13 +102,13 @@ def pod_logs(fleet: LocalFleet, cluster: str) -> str:
     kubectl = [fleet.binaries()["kubectl"], "--kubeconfig", str(fleet.kubeconfig(cluster)),
                "-n", deploy.NAMESPACE]
     out = []
-    for args in (["get", "pods", "-o", "wide"],
+    for args in (["get", "all,events", "-o", "wide"],
                  ["logs", "-l", "app.kubernetes.io/name in (fleet-hub, fleet-agent)",
                   "--tail", "8", "--prefix", "--all-containers"]):
         done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False,
                               timeout=60)
         out.append(done.stdout + done.stderr)
-    return "\n".join(out)[-4000:]
+    return "\n".join(out)[-6000:]
 
 
 def releases(fleet: LocalFleet, cluster: str) -> dict[str, str]:
