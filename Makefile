@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins mpi-packages node-packages bench simulate chaos clean
+.PHONY: demo up down status test lint crds crds-check bins helm mpi-packages node-packages bench simulate chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 
 bins:  ## build (or reuse) the control-plane binaries in the cache outside the repo
 	bash e2e/toolchain/build.sh >/dev/null
+
+helm:  ## build (or reuse) the pinned helm that lints, renders and installs deploy/helm
+	bash e2e/toolchain/build-helm.sh >/dev/null
 
 mpi-packages:  ## OpenMPI and sshd (Debian packages) for the real mpirun test
 	bash scripts/debian-packages.sh
@@ -49,7 +52,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) bins mpi-packages node-packages  ## lint, type checks, layering, unit, integration and e2e tests
+test: $(STAMP) bins helm mpi-packages node-packages  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)

@@ -8,6 +8,7 @@ stamp with milliseconds. A record's ``extra`` fields come out as fields of their
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -42,12 +43,22 @@ def _as_text(value: object) -> str:
     return text if len(text) <= 500 else text[:500] + "..."
 
 
-def configure(component: str, level: int = logging.INFO) -> None:
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+          "error": logging.ERROR}
+
+
+def level_from_env(default: int = logging.INFO) -> int:
+    """``$FLEET_LOG_LEVEL`` (debug, info, warning, error; the charts' ``logLevel``); an
+    unknown name keeps ``default`` rather than stopping a controller."""
+    return LEVELS.get(os.environ.get("FLEET_LOG_LEVEL", "").strip().lower(), default)
+
+
+def configure(component: str, level: int | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(component))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level_from_env() if level is None else level)
     logging.getLogger("kopf").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     # One line per webhook call, and its response size can read as a status ("200 403").

@@ -163,6 +163,16 @@ def unjoin(hub: Kube, cluster: str) -> None:
     hub.delete(r.NAMESPACES, member_namespace(cluster))
 
 
+def with_server(kubeconfig_text: str, server: str) -> str:
+    """An agent kubeconfig (as :func:`token_kubeconfig` writes it) pointing at ``server``:
+    the hub's address as the member's Pods reach it, when it is not the one this side uses
+    (a hub behind another name or a NAT, a local cluster on 127.0.0.1)."""
+    config: dict[str, Any] = yaml.safe_load(kubeconfig_text)
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = server
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 def agent_kubeconfig(hub_kubeconfig: Path, cluster: str, token: str) -> str:
     """A kubeconfig for the agent: the hub's server and CA, the agent's token, nothing else."""
     return token_kubeconfig(hub_kubeconfig, f"fleet-agent-{cluster}", token)

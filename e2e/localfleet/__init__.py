@@ -52,6 +52,9 @@ class LocalFleet:
     agent_args: Sequence[str] = ()
     # "real": a real node per cluster, the hub and agents as Pods on them; "host": processes.
     nodes: str = field(default_factory=lambda: os.environ.get("FLEET_NODES", "host"))
+    # False: `up` leaves deploy/'s hub and agent objects (RBAC, namespaces, Service, webhook)
+    # out, for the caller to install another way (the Helm charts: e2e/test_helm_install.py).
+    install_shipped: bool = True
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
@@ -95,7 +98,8 @@ class LocalFleet:
         hub = self.client(HUB)
         self.say("installing CRDs and deploy/hub (RBAC, namespaces, Service, webhook) on the hub")
         onboarding.install_crds(hub, onboarding.crd_manifests())
-        identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))
+        if self.install_shipped:
+            identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))
         for name, shapes in self.members.items():
             self.join(name, shapes)
         if with_controllers and real:
@@ -370,8 +374,9 @@ class LocalFleet:
         for node in node_manifests(name, shapes):
             member.apply(r.NODES, node, field_manager="fleet-localfleet")
         token_config = onboarding.join(hub, member, name, hub_kubeconfig=self.kubeconfig(HUB))
-        identities.install_agent(member, name, self.kubeconfig(name),
-                                 self.identity_kubeconfig(name))
+        if self.install_shipped:
+            identities.install_agent(member, name, self.kubeconfig(name),
+                                     self.identity_kubeconfig(name))
         self.agent_kubeconfig(name).write_text(token_config)
         os.chmod(self.agent_kubeconfig(name), 0o600)
         gpus = sum(s.count * s.gpus for s in shapes)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
-from fleet import deploy, onboarding
+from fleet import deploy, helm, onboarding
 from fleet.cli import commands, completion, kinds, output
 from fleet.cli.config import CliError, Target, kubeconfig_path, member_kubeconfigs
 from fleet.clients import errors
@@ -33,7 +33,8 @@ commands:
   why JOB                  one line: where the job runs, or why it waits (queue, position, reason)
   logs JOB [-r ROLE-INDEX] [-f]  a replica's log, read from the member that runs it
   top clusters             free/total GPUs, cpu, memory per member, and heartbeat age
-  join NAME --member-kubeconfig FILE    register a member and install its agent
+  join NAME --member-kubeconfig FILE [--helm]  register a member and install its agent
+                           (with --helm, as a release of the fleet-agent chart)
   unjoin NAME [--member-kubeconfig FILE] remove it
   completion bash|zsh      a shell completion script
 
@@ -128,16 +129,31 @@ def build_parser() -> Parser:
     join.add_argument("--agent-kubeconfig-out", default=None,
                       help="also write the agent's hub kubeconfig to this file")
     join.add_argument("--agent-image", default=deploy.IMAGE)
+    join.add_argument("--hub-server", default=None, metavar="URL",
+                      help="the hub's API server as the member's agents reach it (default: the "
+                           "server of --kubeconfig)")
     join.add_argument("--agent-node-selector", default="",
                       help="key=value[,key=value]: nodes the agent DaemonSet runs on")
     join.add_argument("--no-agent", action="store_true",
                       help="register only; run the agent yourself")
+    join.add_argument("--helm", action="store_true",
+                      help="install the agent as the Helm release fleet-agent (the fleet-agent "
+                           "chart) instead of applying its manifests; needs helm")
+    join.add_argument("--helm-chart", default=None, metavar="CHART",
+                      help="with --helm: a chart directory, .tgz or oci:// reference "
+                           "(default: deploy/helm/fleet-agent of this source tree)")
+    join.add_argument("--helm-binary", default=None, metavar="PATH",
+                      help="with --helm: the helm to run (default: $FLEET_HELM, else helm)")
 
     unjoin = sub.add_parser("unjoin", parents=common, help="remove a member cluster",
                             description="Remove the member from the hub (and its agent).")
     unjoin.add_argument("name")
     unjoin.add_argument("--member-kubeconfig", default=None,
                         help="also remove the agent from the member")
+    unjoin.add_argument("--helm", action="store_true",
+                        help="the agent is the Helm release fleet-agent: helm uninstall it")
+    unjoin.add_argument("--helm-binary", default=None, metavar="PATH",
+                        help="with --helm: the helm to run (default: $FLEET_HELM, else helm)")
 
     shell = sub.add_parser("completion", help="print a shell completion script",
                            description="Print a completion script: "
@@ -171,7 +187,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "join":
         join(target, args)
     elif args.command == "unjoin":
-        if args.member_kubeconfig:
+        if args.member_kubeconfig and args.helm:
+            _member(args.member_kubeconfig)
+            try:
+                helm.uninstall(helm.binary(args.helm_binary), Path(args.member_kubeconfig),
+                               helm.AGENT_RELEASE)
+            except helm.HelmError as exc:
+                raise CliError(str(exc)) from None
+        elif args.member_kubeconfig:
             onboarding.uninstall_agent(_member(args.member_kubeconfig))
         onboarding.unjoin(target.hub(), args.name)
         print(f"member {args.name} removed")
@@ -197,8 +220,19 @@ def get(target: Target, args: argparse.Namespace, selector: str | None, fmt: str
 
 def join(target: Target, args: argparse.Namespace) -> None:
     member = _member(args.member_kubeconfig)
+    with_helm = args.helm and not args.no_agent
+    if with_helm:  # before anything changes on the hub: a missing helm is the user's to fix
+        try:
+            helm_binary = helm.binary(args.helm_binary)
+            chart = helm.chart_path(args.helm_chart, helm.AGENT_CHART)
+        except helm.HelmError as exc:
+            raise CliError(str(exc)) from None
     hub_kubeconfig = Path(target.kubeconfig.split(os.pathsep)[0])
+    if args.hub_server and not args.hub_server.startswith("https://"):
+        raise CliError(f"--hub-server: expected an https:// URL, not {args.hub_server!r}")
     text = onboarding.join(target.hub(), member, args.name, hub_kubeconfig=hub_kubeconfig)
+    if args.hub_server:
+        text = onboarding.with_server(text, args.hub_server)
     if args.agent_kubeconfig_out:
         out = Path(args.agent_kubeconfig_out)
         out.write_text(text)
@@ -208,11 +242,21 @@ def join(target: Target, args: argparse.Namespace) -> None:
             selector = dict(kv.split("=", 1) for kv in args.agent_node_selector.split(",") if kv)
         except ValueError:
             raise CliError("--agent-node-selector: expected key=value[,key=value]") from None
-        onboarding.install_agent(member, args.name, text, image=args.agent_image,
-                                 node_selector=selector or None)
+        if with_helm:
+            values = helm.agent_values(args.name, text, args.agent_image, selector or None)
+            try:
+                helm.upgrade_install(helm_binary, Path(args.member_kubeconfig),
+                                     helm.AGENT_RELEASE, chart, values)
+            except helm.HelmError as exc:
+                raise CliError(f"member {args.name} joined, but its agent was not installed: "
+                               f"{exc}") from None
+        else:
+            onboarding.install_agent(member, args.name, text, image=args.agent_image,
+                                     node_selector=selector or None)
+    how = f" (Helm release {deploy.NAMESPACE}/{helm.AGENT_RELEASE})" if with_helm else ""
     print(f"member {args.name} joined" + ("" if args.no_agent else
                                           f"; agent DaemonSet {deploy.NAMESPACE}/fleet-agent "
-                                          "installed on it"))
+                                          f"installed on it{how}"))
 
 
 def _member(path: str) -> Kube:

@@ -116,7 +116,9 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
     threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
                      daemon=True).start()
-    elector = LeaderElector(kube, "fleet-system", "fleet-hub")
+    # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
+    lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
+    elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)
     _serve_webhook(settings, kube, lambda: elector.leading)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(

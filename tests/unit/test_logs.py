@@ -3,7 +3,9 @@ from __future__ import annotations
 import json
 import logging
 
-from fleet.logs import JsonFormatter
+import pytest
+
+from fleet.logs import JsonFormatter, configure
 
 
 def test_one_json_object_per_line_with_fleet_field_names() -> None:
@@ -45,3 +47,20 @@ def test_extras_the_encoder_cannot_take_become_text() -> None:
     entry = json.loads(JsonFormatter("hub").format(record))
     assert entry["msg"] == "refused"
     assert "Holder(lock=" in entry["settings"]
+
+
+def test_the_level_comes_from_fleet_log_level_and_a_bad_name_keeps_info(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger()
+    saved = root.level, root.handlers[:]
+    try:
+        for text, level in (("debug", logging.DEBUG), ("WARNING", logging.WARNING),
+                            ("loud", logging.INFO), ("", logging.INFO)):
+            monkeypatch.setenv("FLEET_LOG_LEVEL", text)
+            configure("hub")
+            assert root.level == level, text
+        configure("hub", logging.ERROR)  # an explicit level wins
+        assert root.level == logging.ERROR
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
