@@ -32,6 +32,7 @@ def holder(member: Kube) -> str:
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
+@pytest.mark.usefixtures("host_processes")
 def test_a_standby_agent_takes_over_without_duplicates(fleet: LocalFleet, hub: Kube,
                                                       on_member2: str) -> None:
     member = fleet.client("member2")
@@ -67,6 +68,7 @@ def test_a_standby_agent_takes_over_without_duplicates(fleet: LocalFleet, hub: K
         fleet.start_agent("member2", instance="standby")
 
 
+@pytest.mark.usefixtures("host_processes")
 def test_jobs_run_on_while_the_hub_is_cut_off_and_status_catches_up(
         fleet: LocalFleet, hub: Kube, on_member2: str) -> None:
     member = fleet.client("member2")
