@@ -141,7 +141,11 @@ def cluster_config(image: str, *, member: bool) -> dict[str, Any]:
                                    "effect": "NoSchedule"}]
     init = {"kind": "InitConfiguration", "nodeRegistration": registration,
             # No kube-proxy image (kube-proxy is a node service) and no CoreDNS image.
-            "skipPhases": ["addon/kube-proxy", "addon/coredns"]}
+            "skipPhases": ["addon/kube-proxy", "addon/coredns"],
+            # Three clusters start at once on a shared 2-core machine: kubeadm's 4 minutes
+            # for the control plane to come up are not always enough.
+            "timeouts": {"controlPlaneComponentHealthCheck": "10m0s",
+                         "kubeletHealthCheck": "10m0s"}}
     kubelet = {"kind": "KubeletConfiguration", "failCgroupV1": False,
                "cgroupDriver": "cgroupfs", "localStorageCapacityIsolation": False}
     return {
