@@ -213,6 +213,7 @@ class LocalFleet:
         self._save(clusters=self.clusters, binaries=str(binaries.directory),
                    kind={"directory": str(kind_dir)})
         kind = self.kind()
+        kind.ensure_host()
         node_image = kindfleet.node_image(binaries, node_dir, kind_dir, self.say)
         kind.ensure_image(node_image)
         fleet_images = [images.busybox_image(), images.fleet_image(self.say)]

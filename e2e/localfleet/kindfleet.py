@@ -92,6 +92,12 @@ class Kind:
             raise RuntimeError(f"podman {' '.join(args)} failed:\n{done.stderr}")
         return done.stdout
 
+    @staticmethod
+    def ensure_host() -> None:
+        """kind mounts the host's /lib/modules into its nodes; a VM whose kernel has no module
+        directory gets an empty one (podman refuses a missing mount source)."""
+        Path("/lib/modules").mkdir(exist_ok=True)
+
     def ensure_image(self, image: images.Image) -> None:
         if subprocess.run(["podman", "image", "exists", image.name], env=self.env,
                           check=False).returncode != 0:

@@ -117,7 +117,7 @@ After=kubelet.service
 [Service]
 ExecStartPre=/bin/sh -c 'until [ -f /etc/kubernetes/admin.conf ]; do sleep 1; done'
 ExecStart=/usr/bin/kube-proxy --kubeconfig=/etc/kubernetes/admin.conf --proxy-mode=iptables \
---cluster-cidr={POD_SUBNET} --hostname-override=%H --conntrack-max-per-core=0 \
+--cluster-cidr={POD_SUBNET} --hostname-override=%H --conntrack-max-per-core=0 --conntrack-min=0 \
 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0
 Restart=always
 RestartSec=1s
