@@ -38,6 +38,7 @@ default_ulimits = []
 runtime = "runc"
 """
 API_SERVER_PORT = 6443
+INOTIFY_INSTANCES = 512
 # The flag that tells the kwok controllers started here from any other process.
 KWOK_MARK = "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"
 
@@ -94,9 +95,16 @@ class Kind:
 
     @staticmethod
     def ensure_host() -> None:
-        """kind mounts the host's /lib/modules into its nodes; a VM whose kernel has no module
-        directory gets an empty one (podman refuses a missing mount source)."""
+        """What kind nodes need of the host. kind mounts the host's /lib/modules into its nodes:
+        a VM whose kernel has no module directory gets an empty one (podman refuses a missing
+        mount source). Each node's systemd takes inotify instances from root's allowance (128
+        by default, shared with everything else root runs): without more, a node's systemd
+        exits with "Failed to allocate manager object: Too many open files" (kind's known
+        issues give the same advice)."""
         Path("/lib/modules").mkdir(exist_ok=True)
+        limit = Path("/proc/sys/fs/inotify/max_user_instances")
+        if int(limit.read_text()) < INOTIFY_INSTANCES:
+            limit.write_text(str(INOTIFY_INSTANCES))
 
     def ensure_image(self, image: images.Image) -> None:
         if subprocess.run(["podman", "image", "exists", image.name], env=self.env,

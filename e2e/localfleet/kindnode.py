@@ -41,8 +41,9 @@ DEBIAN_PACKAGES = ("systemd", "systemd-sysv", "dbus", "containerd", "runc",
                    "socat", "kmod", "procps", "ca-certificates", "util-linux", "mount")
 POD_SUBNET = "10.244.0.0/16"
 NODE_POD_SUBNET = "10.244.0.0/24"  # one node per cluster
-# Bump when the way the node image is built changes.
-RECIPE = 1
+# Bump when the way the node image is built changes (BASE_RECIPE: its Debian layer).
+RECIPE = 2
+BASE_RECIPE = 1
 
 ENTRYPOINT = """#!/bin/sh
 # The node container's first process: what systemd and the kubelet need of the container,
@@ -53,7 +54,25 @@ mount --make-rshared /
 # Every node of one image needs a machine id of its own.
 rm -f /etc/machine-id
 systemd-machine-id-setup >/dev/null 2>&1 || true
+# kind waits for this line (on cgroup v1) or for systemd's multi-user target before it execs
+# into the node.
+[ -f /sys/fs/cgroup/cgroup.controllers ] || echo "INFO: detected cgroup v1"
 exec "$@"
+"""
+
+KUBELET_CGROUPS = """#!/bin/sh
+# The kubelet's cgroupRoot (/kubelet, kind's setting) in every cgroup v1 hierarchy: with the
+# cgroupfs driver the kubelet requires it to exist; cpuset needs its cpus and mems set first.
+# Hierarchies podman mounts read-only are ones the kubelet does not ask for.
+for d in /sys/fs/cgroup/*; do
+  [ -L "$d" ] && continue
+  case "$d" in */unified) continue ;; esac
+  mkdir -p "$d/kubelet" 2>/dev/null || true
+done
+if [ -d /sys/fs/cgroup/cpuset/kubelet ]; then
+  cat /sys/fs/cgroup/cpuset/cpuset.cpus > /sys/fs/cgroup/cpuset/kubelet/cpuset.cpus
+  cat /sys/fs/cgroup/cpuset/cpuset.mems > /sys/fs/cgroup/cpuset/kubelet/cpuset.mems
+fi
 """
 
 CONTAINERD_CONFIG = """version = 2
@@ -102,11 +121,14 @@ WantedBy=multi-user.target
 """
 
 # kubeadm's drop-in: the flags and files kubeadm writes before it (re)starts the kubelet.
-KUBELET_DROPIN = """[Service]
+KUBELET_DROPIN = """[Unit]
+# Skipped at boot (the boot reaches its target); kubeadm starts it once it wrote the config.
+ConditionPathExists=/var/lib/kubelet/config.yaml
+[Service]
 Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
 EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-ExecStartPre=/bin/sh -c 'until [ -f /var/lib/kubelet/config.yaml ]; do sleep 1; done'
+ExecStartPre=/usr/local/bin/kubelet-cgroups
 ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 """  # noqa: E501
@@ -115,14 +137,14 @@ KUBE_PROXY_UNIT = f"""[Unit]
 Description=kube-proxy (a node service: no kube-proxy image here)
 After=kubelet.service
 [Service]
-ExecStartPre=/bin/sh -c 'until [ -f /etc/kubernetes/admin.conf ]; do sleep 1; done'
-ExecStart=/usr/bin/kube-proxy --kubeconfig=/etc/kubernetes/admin.conf --proxy-mode=iptables \
+# Waits in its own process (not in ExecStartPre, which would hold the boot) for kubeadm.
+ExecStart=/bin/sh -c 'until [ -f /etc/kubernetes/admin.conf ]; do sleep 1; done; \
+exec /usr/bin/kube-proxy --kubeconfig=/etc/kubernetes/admin.conf --proxy-mode=iptables \
 --cluster-cidr={POD_SUBNET} --hostname-override=%H --conntrack-max-per-core=0 --conntrack-min=0 \
---conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0
+--conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0'
 Restart=always
 RestartSec=1s
 StartLimitInterval=0
-TimeoutStartSec=infinity
 [Install]
 WantedBy=multi-user.target
 """
@@ -143,7 +165,7 @@ COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "et
 def _base_layer(say: Callable[[str], None]) -> Path:
     """Debian with systemd and the container runtime, as one cached layer."""
     out = images._cached("kind-node-base-layer",
-                         f"{RECIPE} {images.DEBIAN_SUITE} {DEBIAN_PACKAGES}")
+                         f"{BASE_RECIPE} {images.DEBIAN_SUITE} {DEBIAN_PACKAGES}")
     if out.exists():
         return out
     with tempfile.TemporaryDirectory(dir=images.CACHE) as tmp:
@@ -210,6 +232,7 @@ def _kind_layer(root: Path, version: str, binaries: dict[str, Path],
                       binaries[component], [component])
     shutil.copy2(pause_archive, image_dir / "pause.tar")
     _write(root, "/usr/local/bin/entrypoint", ENTRYPOINT, 0o755)
+    _write(root, "/usr/local/bin/kubelet-cgroups", KUBELET_CGROUPS, 0o755)
     _write(root, "/etc/containerd/config.toml",
            CONTAINERD_CONFIG.format(pause=component_images["pause"]))
     _write(root, "/etc/cni/net.d/10-fleet.conflist", json.dumps(CNI_CONFIG, indent=2))
