@@ -159,7 +159,7 @@ def cluster_config(image: str, *, member: bool) -> dict[str, Any]:
             # Three clusters start at once on a shared 2-core machine: kubeadm's 4 minutes
             # for the control plane to come up are not always enough.
             "timeouts": {"controlPlaneComponentHealthCheck": "10m0s",
-                         "kubeletHealthCheck": "10m0s"}}
+                         "kubeletHealthCheck": "10m0s", "kubernetesAPICall": "5m0s"}}
     kubelet = {"kind": "KubeletConfiguration", "failCgroupV1": False,
                "cgroupDriver": "cgroupfs", "localStorageCapacityIsolation": False}
     return {

@@ -274,6 +274,9 @@ def node_image(binaries: dict[str, Path], version: str,
     base = _base_layer(say)
     component_images = required_images(binaries["kubeadm"], version)
     key = hashlib.sha256(f"{RECIPE} {base.name} {version} {component_images}".encode())
+    for text in (ENTRYPOINT, KUBELET_CGROUPS, CONTAINERD_CONFIG, IMAGES_UNIT, KUBELET_UNIT,
+                 KUBELET_DROPIN, KUBE_PROXY_UNIT, json.dumps(CNI_CONFIG)):
+        key.update(text.encode())
     for name in sorted(binaries):
         key.update(f"{name} {binaries[name].stat().st_size} {binaries[name].stat().st_mtime_ns}"
                    .encode())
