@@ -160,6 +160,9 @@ def cluster_config(image: str, *, member: bool) -> dict[str, Any]:
             # for the control plane to come up are not always enough.
             "timeouts": {"controlPlaneComponentHealthCheck": "10m0s",
                          "kubeletHealthCheck": "10m0s", "kubernetesAPICall": "5m0s"}}
+    # Throwaway test clusters on a shared disk: etcd need not fsync.
+    cluster = {"kind": "ClusterConfiguration", "etcd": {"local": {"extraArgs": [
+        {"name": "unsafe-no-fsync", "value": "true"}]}}}
     kubelet = {"kind": "KubeletConfiguration", "failCgroupV1": False,
                "cgroupDriver": "cgroupfs", "localStorageCapacityIsolation": False}
     return {
@@ -168,7 +171,7 @@ def cluster_config(image: str, *, member: bool) -> dict[str, Any]:
                        "podSubnet": kindnode.POD_SUBNET, "apiServerAddress": "127.0.0.1"},
         "nodes": [{"role": "control-plane", "image": image,
                    "labels": {REAL_NODE_LABEL: "true"}}],
-        "kubeadmConfigPatches": [yaml.safe_dump(init), yaml.safe_dump(kubelet)],
+        "kubeadmConfigPatches": [yaml.safe_dump(doc) for doc in (init, cluster, kubelet)],
     }
 
 
