@@ -218,23 +218,28 @@ class LocalFleet:
         kind.ensure_image(node_image)
         fleet_images = [images.busybox_image(), images.fleet_image(self.say)]
         existing = set(kind.clusters())
+        kept = [name for name in self.clusters
+                if name in existing and kind.reusable(name, node_image.name)]
         for name in self.clusters:
-            if name in existing:
+            if name in existing and name not in kept:
                 self.say(f"{name}: removing a kind cluster left from an earlier run")
                 kind.delete(name)
-        self.say(f"creating {len(self.clusters)} kind clusters in parallel "
-                 f"(node image {node_image.name})")
+        if kept:
+            self.say(f"keeping the running kind clusters {', '.join(kept)}")
+        new = [name for name in self.clusters if name not in kept]
+        self.say(f"creating {len(new)} kind clusters in parallel (node image {node_image.name})")
         creating = {name: kind.start_create(
                         name, kindfleet.cluster_config(node_image.name, member=name != HUB),
                         self.workdir / "logs" / f"kind-{name}.log")
-                    for name in self.clusters}
+                    for name in new}
         for name, process in creating.items():
             if process.wait(timeout=600) != 0:
                 log = (self.workdir / "logs" / f"kind-{name}.log").read_text()
                 raise RuntimeError(f"creating kind cluster {name} failed:\n{log[-3000:]}\n"
                                    f"(see: {kind.logs_hint(name)})")
-            self.kubeconfig(name).write_text(kind.kubeconfig(name))
             self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
+        for name in self.clusters:
+            self.kubeconfig(name).write_text(kind.kubeconfig(name))
         for name in self.clusters:
             for image in fleet_images:
                 kind.load(name, image.archive)

@@ -129,6 +129,16 @@ class Kind:
     def kubeconfig(self, name: str) -> str:
         return self.run("get", "kubeconfig", "--name", name)
 
+    def reusable(self, name: str, image: str) -> bool:
+        """Whether kind cluster ``name`` runs a node of ``image`` (then ``up`` keeps it: a warm
+        start need not wait for kubeadm again)."""
+        try:
+            inspected = json.loads(self.podman("inspect", self.node(name), timeout=30))
+        except (RuntimeError, subprocess.TimeoutExpired):
+            return False
+        return bool(inspected and inspected[0].get("ImageName") == image
+                    and inspected[0].get("State", {}).get("Running"))
+
     def node(self, name: str) -> str:
         return f"{name}-control-plane"
 
@@ -151,15 +161,17 @@ def cluster_config(image: str, *, member: bool) -> dict[str, Any]:
     to the kwok nodes."""
     registration: dict[str, Any] = {"ignorePreflightErrors": ["all"]}
     if member:
-        registration["taints"] = [{"key": REAL_NODE_LABEL, "value": "true",
-                                   "effect": "NoSchedule"}]
+        # kubeadm's own taint too: kind removes it from a one-node cluster and fails if absent.
+        registration["taints"] = [
+            {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+            {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}]
     init = {"kind": "InitConfiguration", "nodeRegistration": registration,
             # No kube-proxy image (kube-proxy is a node service) and no CoreDNS image.
             "skipPhases": ["addon/kube-proxy", "addon/coredns"],
             # Three clusters start at once on a shared 2-core machine: kubeadm's 4 minutes
             # for the control plane to come up are not always enough.
             "timeouts": {"controlPlaneComponentHealthCheck": "10m0s",
-                         "kubeletHealthCheck": "10m0s", "kubernetesAPICall": "5m0s"}}
+                         "kubeletHealthCheck": "10m0s", "kubernetesAPICall": "10m0s"}}
     # Throwaway test clusters on a shared disk: etcd need not fsync.
     cluster = {"kind": "ClusterConfiguration", "etcd": {"local": {"extraArgs": [
         {"name": "unsafe-no-fsync", "value": "true"}]}}}
