@@ -211,7 +211,7 @@ class LocalFleet:
         self.say("kind, kubeadm and node binaries: building or reusing the cached ones")
         kind_dir, node_dir = kindfleet.build_kind(), kindfleet.build_node_binaries()
         self._save(clusters=self.clusters, binaries=str(binaries.directory),
-                   kind={"directory": str(kind_dir)})
+                   kind={**self._load().get("kind", {}), "directory": str(kind_dir)})
         kind = self.kind()
         kind.ensure_host()
         node_image = kindfleet.node_image(binaries, node_dir, kind_dir, self.say)
@@ -240,9 +240,16 @@ class LocalFleet:
             self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
         for name in self.clusters:
             self.kubeconfig(name).write_text(kind.kubeconfig(name))
+        loaded = self._load()["kind"].get("loaded", {})
         for name in self.clusters:
-            for image in fleet_images:
-                kind.load(name, image.archive)
+            # The cache's file names hold a hash of each image's inputs: a kept cluster that
+            # has this build of an image needs it no more.
+            wanted = sorted(str(image.archive) for image in fleet_images)
+            if name not in kept or loaded.get(name) != wanted:
+                for image in fleet_images:
+                    kind.load(name, image.archive)
+                loaded[name] = wanted
+                self._save(kind={**self._load()["kind"], "loaded": loaded})
             pods.wait_node_ready(self.client(name), kind.node(name), timeout=300)
             self.say(f"{name}: node Ready, images loaded ({time.monotonic() - started:.1f}s)")
         for name in self.members:
