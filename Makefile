@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins helm mpi-packages node-packages bench simulate chaos clean
+.PHONY: demo up down status test lint crds crds-check bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,23 +23,34 @@ mpi-packages:  ## OpenMPI and sshd (Debian packages) for the real mpirun test
 node-packages:  ## containerd, runc, CNI plugins, iptables, debootstrap (Debian) for real nodes
 	bash scripts/node-packages.sh
 
+kind-packages:  ## podman, runc, debootstrap (Debian) for the kind backend
+	bash scripts/kind-packages.sh
+
+# BACKEND=kind: every cluster a kind cluster on podman (kind and its node image built here,
+# see e2e/localfleet/kindfleet.py); the hub and agents run as Pods there. Default: local.
+BACKEND ?= local
+
 # `make up` and `make demo` give every cluster a real node and run the hub Deployment and the
 # agent DaemonSet on it as Pods (FLEET_NODES=real, the default; a machine that cannot says why
 # and falls back to host processes). FLEET_NODES=host runs them as host processes.
 FLEET_NODES ?= real
-NODE_DEPS := $(if $(filter real,$(FLEET_NODES)),node-packages)
+NODE_DEPS := $(if $(filter kind,$(BACKEND)),kind-packages,$(if $(filter real,$(FLEET_NODES)),node-packages))
+FLEET_ENV := FLEET_NODES=$(FLEET_NODES) FLEET_BACKEND=$(BACKEND)
 
 up: $(STAMP) bins $(NODE_DEPS)  ## hub + members on real control planes, hub and agents as Pods
-	FLEET_NODES=$(FLEET_NODES) $(PY) -m e2e.localfleet up
+	$(FLEET_ENV) $(PY) -m e2e.localfleet up
 
 demo: $(STAMP) bins $(NODE_DEPS)  ## up, then the seed's PyTorchJob from submission to Succeeded
-	FLEET_NODES=$(FLEET_NODES) $(PY) -m e2e.localfleet demo
+	$(FLEET_ENV) $(PY) -m e2e.localfleet demo
 
 status: $(STAMP)
-	$(PY) -m e2e.localfleet status
+	$(FLEET_ENV) $(PY) -m e2e.localfleet status
 
 down: $(STAMP)
-	$(PY) -m e2e.localfleet down
+	$(FLEET_ENV) $(PY) -m e2e.localfleet down
+
+e2e-kind: $(STAMP) bins kind-packages  ## the multi-cluster e2e suite on kind clusters (README: how long)
+	FLEET_E2E_BACKEND=kind $(PY) -m pytest e2e $(PYTEST_ARGS)
 
 crds: $(STAMP)  ## regenerate crds/ from the API models
 	$(PY) -m fleet.api.crds
@@ -52,7 +63,12 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) bins helm mpi-packages node-packages  ## lint, type checks, layering, unit, integration and e2e tests
+# Built before the suite, not inside a test's time limit (cold: a few minutes of debootstrap
+# and PyPI downloads); the suite's fleet reuses the cached archives.
+images: $(STAMP) node-packages  ## the real nodes' images (pause, busybox, fleet), cached outside the repo
+	$(PY) -m e2e.localfleet.images
+
+test: $(STAMP) bins helm mpi-packages node-packages images  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)

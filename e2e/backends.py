@@ -1,30 +1,23 @@
 """Which control planes the e2e suite runs on.
 
 ``FLEET_E2E_BACKEND`` chooses: ``binaries`` (kube-apiserver and friends built from Go modules,
-run by kwokctl), ``kind`` (needs Docker, kind and a kind node image), or ``auto`` (default):
-kind when all three are present, else the binaries. ``FLEET_E2E_REQUIRED=1`` (CI sets it) turns
-"no backend available" from a skip into a failure, so CI can never pass by skipping.
+run by kwokctl; what ``auto``, the default, picks), or ``kind`` (kind clusters on podman, kind
+and the node image built here; ``make e2e-kind``), which is slower and so never chosen
+unless asked for. ``FLEET_E2E_REQUIRED=1`` (CI sets it) turns "no backend available" from a
+skip into a failure, so CI can never pass by skipping.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
-KIND_NODE_IMAGE = "kindest/node"
+from e2e.localfleet import kindfleet
 
 
-def kind_available() -> bool:
-    if not shutil.which("kind") or not shutil.which("docker"):
-        return False
-    try:
-        subprocess.run(["docker", "info"], check=True, capture_output=True, timeout=10)
-        images = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}"],
-                                check=True, capture_output=True, text=True, timeout=10)
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return KIND_NODE_IMAGE in images.stdout.split()
+def kind_unavailable() -> str | None:
+    """Why kind clusters cannot run here (podman, runc, debootstrap, Go, root), or None."""
+    return kindfleet.unavailable_reason()
 
 
 def binaries_available() -> bool:
@@ -34,10 +27,11 @@ def binaries_available() -> bool:
 def choose() -> tuple[str, str]:
     """(backend, reason); backend is "" when none can run here."""
     wanted = os.environ.get("FLEET_E2E_BACKEND", "auto")
-    if wanted == "kind" or (wanted == "auto" and kind_available()):
-        if kind_available():
-            return "kind", "Docker, kind and a kind node image are present"
-        return "", "FLEET_E2E_BACKEND=kind but Docker, kind or a kind node image is missing"
+    if wanted == "kind":
+        reason = kind_unavailable()
+        if reason:
+            return "", f"FLEET_E2E_BACKEND=kind but {reason}"
+        return "kind", "kind clusters on podman (kind and its node image built here)"
     if binaries_available():
         return "binaries", "control planes from binaries built with the Go toolchain"
-    return "", "neither kind (Docker + kind + node image) nor the Go toolchain is available"
+    return "", "the Go toolchain is not available to build the control planes"

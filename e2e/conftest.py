@@ -23,16 +23,33 @@ T = TypeVar("T")
 FORBIDDEN = re.compile(r"(?<![-\w.])403(?![-\w.])|\bforbidden\b", re.IGNORECASE)
 
 
-def require_local_backend() -> None:
-    """Skip (or, under FLEET_E2E_REQUIRED=1, fail) unless the local binaries backend runs."""
+KIND_PODS_SKIP = "runs the hub or agents as host processes; on kind they are Pods"
+
+
+def require_backend() -> str:
+    """The e2e backend; skip (or, under FLEET_E2E_REQUIRED=1, fail) when none runs here."""
     backend, reason = backends.choose()
     if not backend:
         if os.environ.get("FLEET_E2E_REQUIRED") == "1":
             pytest.fail(f"e2e backend required but unavailable: {reason}")
         pytest.skip(reason)
-    if backend == "kind":
-        pytest.skip("the kind backend is detected but not wired up yet; use "
-                    "FLEET_E2E_BACKEND=binaries")
+    return backend
+
+
+def require_local_backend() -> None:
+    """Skip unless the local binaries backend runs (a test that signals the control planes'
+    or the fleet's host processes)."""
+    if require_backend() == "kind":
+        pytest.skip(f"this test {KIND_PODS_SKIP}")
+
+
+@pytest.fixture
+def host_processes(fleet: LocalFleet) -> LocalFleet:
+    """The fleet, for a test that starts, stops or reads the hub's and agents' host
+    processes (or signals a control plane's): skipped on the kind backend."""
+    if fleet.backend == "kind":
+        pytest.skip(f"this test {KIND_PODS_SKIP}")
+    return fleet
 
 
 @pytest.fixture(scope="session")
@@ -42,13 +59,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     processes; a machine that cannot run real nodes falls back to them, and CI fails in
     test_real_nodes). Tests that must signal a hub or agent process start host processes of
     their own beside the Pods, and say so."""
-    require_local_backend()
+    backend = require_backend()
     # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one): an
     # argument of the agent Pods, an environment variable of host agents.
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
     local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True),
-                       nodes=os.environ.get("FLEET_E2E_NODES", "real"))
+                       nodes=os.environ.get("FLEET_E2E_NODES", "real"),
+                       backend="kind" if backend == "kind" else "local")
     with running(local):
         yield local
     # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
@@ -68,6 +86,8 @@ def running(local: LocalFleet, tail: int = 15) -> Iterator[LocalFleet]:
         yield local
     finally:
         linking.stop()
+        if local.backend == "kind":
+            local.save_pod_logs()
         for log in sorted((local.workdir / "logs").glob("*.log")):
             if component_log(log.name):
                 lines = log.read_text(errors="replace").splitlines()[-tail:]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet import identities, images, node_identity, pods, realnode
+from e2e.localfleet import identities, images, kindfleet, node_identity, pods, realnode
 from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
@@ -55,6 +55,8 @@ class LocalFleet:
     # False: `up` leaves deploy/'s hub and agent objects (RBAC, namespaces, Service, webhook)
     # out, for the caller to install another way (the Helm charts: e2e/test_helm_install.py).
     install_shipped: bool = True
+    # "local": control planes from binaries (kwokctl); "kind": kind clusters (kindfleet.py).
+    backend: str = field(default_factory=lambda: os.environ.get("FLEET_BACKEND", "local"))
 
     def __post_init__(self) -> None:
         self.workdir = self.workdir.resolve()
@@ -87,6 +89,9 @@ class LocalFleet:
         return bool(self._load().get("real"))
 
     def up(self, *, with_controllers: bool = True) -> None:
+        if self.backend == "kind":
+            self.up_kind(with_controllers=with_controllers)
+            return
         started = time.monotonic()
         self.stop_processes()  # what an earlier `up` in this workdir left running
         binaries = self._binaries()
@@ -202,7 +207,7 @@ class LocalFleet:
         kubectl = self.binaries()["kubectl"]
         pods.apply(kubectl, self.kubeconfig(HUB), pods.hub_manifests(self.hub_args))
         for name in self.members:
-            hub_config = self.network(HUB).from_node(self.agent_kubeconfig(name).read_text())
+            hub_config = self.hub_config_for_pods(name)
             pods.apply(kubectl, self.kubeconfig(name),
                        pods.agent_manifests(name, hub_config, self.agent_args))
         self._save(pods=True)
@@ -320,6 +325,94 @@ class LocalFleet:
         port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
                     if p["name"] == "metrics")
         return f"http://{pod['status']['podIP']}:{port}/metrics"
+
+    # -- kind clusters -------------------------------------------------------------------
+    def kind(self) -> kindfleet.Kind:
+        return kindfleet.Kind(Path(self._load()["kind"]["directory"]), self.workdir)
+
+    def up_kind(self, *, with_controllers: bool = True) -> None:
+        """Every cluster a kind cluster (podman), the hub and agents as Pods on their nodes,
+        a kwok controller per member for the GPU nodes."""
+        started = time.monotonic()
+        reason = kindfleet.unavailable_reason()
+        if reason:
+            raise RuntimeError(reason)
+        self.stop_processes()
+        binaries = self._binaries()
+        self.say("kind, kubeadm and node binaries: building or reusing the cached ones")
+        kind_dir, node_dir = kindfleet.build_kind(), kindfleet.build_node_binaries()
+        self._save(clusters=self.clusters, binaries=str(binaries.directory),
+                   kind={**self._load().get("kind", {}), "directory": str(kind_dir)})
+        kind = self.kind()
+        kind.ensure_host()
+        node_image = kindfleet.node_image(binaries, node_dir, kind_dir, self.say)
+        kind.ensure_image(node_image)
+        fleet_images = [images.busybox_image(), images.fleet_image(self.say)]
+        existing = set(kind.clusters())
+        kept = [name for name in self.clusters
+                if name in existing and kind.reusable(name, node_image.name)]
+        for name in self.clusters:
+            if name in existing and name not in kept:
+                self.say(f"{name}: removing a kind cluster left from an earlier run")
+                kind.delete(name)
+        if kept:
+            self.say(f"keeping the running kind clusters {', '.join(kept)}")
+        new = [name for name in self.clusters if name not in kept]
+        self.say(f"creating {len(new)} kind clusters in parallel (node image {node_image.name})")
+        creating = {name: kind.start_create(
+                        name, kindfleet.cluster_config(node_image.name, member=name != HUB),
+                        self.workdir / "logs" / f"kind-{name}.log")
+                    for name in new}
+        for name, process in creating.items():
+            if process.wait(timeout=600) != 0:
+                log = (self.workdir / "logs" / f"kind-{name}.log").read_text()
+                raise RuntimeError(f"creating kind cluster {name} failed:\n{log[-3000:]}\n"
+                                   f"(see: {kind.logs_hint(name)})")
+            self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
+        for name in self.clusters:
+            self.kubeconfig(name).write_text(kind.kubeconfig(name))
+        loaded = self._load()["kind"].get("loaded", {})
+        for name in self.clusters:
+            # The cache's file names hold a hash of each image's inputs: a kept cluster that
+            # has this build of an image needs it no more.
+            wanted = sorted(str(image.archive) for image in fleet_images)
+            if name not in kept or loaded.get(name) != wanted:
+                for image in fleet_images:
+                    kind.load(name, image.archive)
+                loaded[name] = wanted
+                self._save(kind={**self._load()["kind"], "loaded": loaded})
+            pods.wait_node_ready(self.client(name), kind.node(name), timeout=300)
+            self.say(f"{name}: node Ready, images loaded ({time.monotonic() - started:.1f}s)")
+        for name in self.members:
+            self._spawn(f"kwok-{name}", kindfleet.kwok_argv(binaries, self.kubeconfig(name)), {})
+        hub = self.client(HUB)
+        onboarding.install_crds(hub, onboarding.crd_manifests())
+        identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))
+        for name, shapes in self.members.items():
+            self.join(name, shapes)
+        if with_controllers:
+            self.deploy_pods()
+        self.say(f"fleet is up on kind in {time.monotonic() - started:.1f}s: "
+                 f"hub + {len(self.members)} members; kubeconfigs in {self.workdir}")
+
+    def save_pod_logs(self) -> None:
+        """The hub's and agents' Pod logs into ``logs/`` (hub.log, agent-<member>.log), where
+        the e2e suite looks for refusals (403) as it does in host processes' logs."""
+        kubectl = self.binaries()["kubectl"]
+        targets = [(HUB, "deployment/fleet-hub", "hub")]
+        targets += [(name, "daemonset/fleet-agent", f"agent-{name}") for name in self.members]
+        for cluster, workload, log in targets:
+            done = subprocess.run([kubectl, "--kubeconfig", str(self.kubeconfig(cluster)), "logs",
+                                   "-n", pods.NAMESPACE, workload, "--all-containers"],
+                                  capture_output=True, text=True, check=False, timeout=60)
+            (self.workdir / "logs" / f"{log}.log").write_text(done.stdout + done.stderr)
+
+    def hub_config_for_pods(self, member: str) -> str:
+        """The agent's hub kubeconfig as its Pod reaches the hub's API server."""
+        text = self.agent_kubeconfig(member).read_text()
+        if self._load().get("kind"):
+            return kindfleet.internal_kubeconfig(text, self.kind().node_ip(HUB))
+        return self.network(HUB).from_node(text)
 
     def start_control_planes(self, binaries: Binaries) -> None:
         kwok = Kwokctl(binaries, self.workdir)
@@ -455,6 +548,13 @@ class LocalFleet:
             for name in kwok.clusters():
                 self.say(f"deleting cluster {name}")
                 kwok.delete(name)
+        if state.get("kind"):
+            kind = self.kind()
+            existing = set(kind.clusters())
+            for name in state.get("clusters", []):
+                if name in existing:
+                    self.say(f"deleting kind cluster {name}")
+                    kind.delete(name)
         if state.get("real"):
             for cluster in state.get("clusters", []):
                 self.say(f"{cluster}: removing the real node's containers, mounts, cgroups "
@@ -510,7 +610,8 @@ def _is_fleet_process(pid: int, workdir: Path) -> bool:
     except OSError:
         return False
     ours = str(workdir).encode() + b"/"
-    return any(arg in (b"fleet.hub", b"member_agent") or arg.startswith(ours) for arg in argv)
+    return any(arg in (b"fleet.hub", b"member_agent", kindfleet.KWOK_MARK.encode())
+               or arg.startswith(ours) for arg in argv)
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:
