@@ -7,20 +7,13 @@
 # directory on stdout (progress goes to stderr).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
+. "$here/common.sh"
 
 # Bump when the way helm is built changes (flags, tags); the pins are the go.mod/go.sum files.
 recipe=1
 stamp=$( (echo "helm recipe $recipe"; cat "$here"/helm/go.mod "$here"/helm/go.sum) | sha256sum | cut -c1-16)
-cache_root=${FLEET_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet/bin}
 out="$cache_root/helm-$stamp"
-
-if [ -x "$out/helm" ]; then echo "$out"; exit 0; fi
-
-command -v go >/dev/null || { echo "build-helm.sh: the Go toolchain (go >= 1.26) is required" >&2; exit 1; }
-mkdir -p "$out.partial"
-start=$(date +%s)
-log() { echo "[toolchain $(( $(date +%s) - start ))s] $*" >&2; }
+start_build build-helm.sh "$out" helm
 
 helm_version=$(sed -n 's/^\s*helm.sh\/helm\/v4 \(v[^ ]*\).*/\1/p' "$here/helm/go.mod")
 pkg=helm.sh/helm/v4/internal/version
@@ -28,6 +21,4 @@ ldflags="-s -w -X $pkg.version=$helm_version -X $pkg.metadata= -X $pkg.gitTreeSt
 
 log "building helm $helm_version (cold: about 3 CPU-minutes, 4-8 minutes on 2 busy cores)"
 (cd "$here/helm" && go build -trimpath -ldflags "$ldflags" -o "$out.partial/" helm.sh/helm/v4/cmd/helm)
-rm -rf "$out" && mv "$out.partial" "$out"
-log "done: $out"
-echo "$out"
+finish_build "$out"

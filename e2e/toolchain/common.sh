@@ -1,4 +1,4 @@
-# Sourced by build.sh and build-node.sh: the Go build environment, the binary cache outside the
+# Sourced by the build-*.sh scripts: the Go build environment, the binary cache outside the
 # repository, progress on stderr, and the version flags Kubernetes binaries are stamped with.
 export GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
 cache_root=${FLEET_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet/bin}
