@@ -16,8 +16,8 @@ class Filtered:
     rejected: tuple[tuple[str, str], ...]  # cluster name, reason
 
 
-def matches_affinity(cluster: ClusterView, affinity: Affinity) -> str:
-    """Empty when ``cluster`` satisfies ``affinity``, otherwise why not."""
+def affinity_mismatch(cluster: ClusterView, affinity: Affinity) -> str:
+    """Why ``cluster`` fails ``affinity``; empty when it satisfies it."""
     if affinity.cluster_names and cluster.name not in affinity.cluster_names:
         return "not in clusterAffinity.clusterNames"
     if cluster.name in affinity.exclude:
@@ -58,7 +58,7 @@ def filter_clusters(
         reason = (
             ("" if cluster.ready else (cluster.not_ready_reason or "not ready"))
             or cluster.stale_reason
-            or matches_affinity(cluster, affinity)
+            or affinity_mismatch(cluster, affinity)
             or untolerated_taint(cluster, tolerations)
         )
         if reason:
