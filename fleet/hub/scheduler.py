@@ -100,20 +100,22 @@ class Scheduler:
                     for b in snap.clusters.values()]
         self._show_staleness(snap, clusters)
         export_clusters(snap, clusters, now)
-        view = self.snapshot(snap, now, clusters, inflight, full, changed)
+        looked = self.jobs_to_look_at(snap, inflight, full, changed)
+        view = self.snapshot(snap, now, clusters, inflight, list(looked.values()))
         started = time.perf_counter()
         plan = plan_pass(view)
         observe_plan(plan, time.perf_counter() - started)
-        ctx = PassContext.of(snap, now)
+        ctx = PassContext(snap, now, looked)
         self.mirror(view, ctx)
         self.writer.write(plan.intents, ctx)
 
-    def snapshot(self, snap: Snapshot, now: datetime, clusters: Sequence[ClusterView],
-                 inflight: Mapping[str, Mapping[str, list[Resources]]], full: bool,
-                 changed: tuple[set[tuple[str, str, str]], set[str]]) -> PassView:
-        """The planner's view of the jobs to look at this pass."""
+    def jobs_to_look_at(self, snap: Snapshot, inflight: Mapping[str, object], full: bool,
+                        changed: tuple[set[tuple[str, str, str]], set[str]]
+                        ) -> dict[str, Body]:
+        """By key, in creation order: every job on a full pass, else the changed ones and
+        those still to place; never one whose bind is being written."""
         changed_jobs, changed_works = changed
-        jobs: list[Body] = []
+        jobs: dict[str, Body] = {}
         skipped: set[tuple[str, str, str]] = set()
         for job in sorted(snap.jobs.values(), key=creation_order):
             key, uid = Cache.key(job), job["metadata"]["uid"]
@@ -121,9 +123,15 @@ class Scheduler:
                 skipped.add(key)  # its bind is being written; the next pass sees it
                 continue
             if full or key in changed_jobs or uid in changed_works or _waits(job):
-                jobs.append(job)
+                jobs[q.job_key(job)] = job
         if skipped:
             self.cache.mark_changed(skipped)
+        return jobs
+
+    def snapshot(self, snap: Snapshot, now: datetime, clusters: Sequence[ClusterView],
+                 inflight: Mapping[str, Mapping[str, list[Resources]]], jobs: list[Body]
+                 ) -> PassView:
+        """The planner's view of ``jobs``, the ones to look at this pass."""
         assumed: dict[str, list[Resources]] = {}
         for spent in inflight.values():  # decided, Works not yet in the cache
             for cluster, requests in spent.items():
@@ -140,7 +148,7 @@ class Scheduler:
         for job_view in view.jobs:
             if job_view.stage is not Stage.BOUND:
                 continue
-            job = ctx.jobs[job_view.key]
+            job = ctx.looked[job_view.key]
             try:
                 adapter = adapter_for(job["apiVersion"], job["kind"])
                 works = ctx.snap.works_of(job_view.uid)

@@ -9,6 +9,7 @@ takes its capacity as assumed. Everything else is written in plan order before t
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -52,15 +53,20 @@ RUNNING_METRIC_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class PassContext:
-    """What one pass's writes read: its snapshot and its time."""
+    """What one pass's writes read: its snapshot, its time, and the jobs it looked at."""
 
     snap: Snapshot
     now: datetime
-    jobs: Mapping[str, Body]  # every job of the snapshot by key
+    looked: Mapping[str, Body]  # the jobs of the pass's view, by key
 
-    @classmethod
-    def of(cls, snap: Snapshot, now: datetime) -> PassContext:
-        return cls(snap, now, {q.job_key(j): j for j in snap.jobs.values()})
+    def job(self, key: str) -> Body | None:
+        """A job of the snapshot; one the pass did not look at (a preemption's victim) is
+        found through an index built only then."""
+        return self.looked.get(key) or self._all_jobs.get(key)
+
+    @functools.cached_property
+    def _all_jobs(self) -> dict[str, Body]:
+        return {q.job_key(j): j for j in self.snap.jobs.values()}
 
     def works(self, job: Body) -> dict[str, Body]:
         uid = job["metadata"]["uid"]
@@ -116,7 +122,7 @@ class Writer:
     def write(self, intents: Sequence[Intent], ctx: PassContext) -> None:
         """Carry out ``intents`` in order; one failing never stops the others."""
         for intent in intents:
-            job = ctx.jobs.get(intent.job) if not isinstance(intent, QueueReport) else None
+            job = ctx.job(intent.job) if not isinstance(intent, QueueReport) else None
             try:
                 if isinstance(intent, QueueReport):
                     self.publish_queues(intent, ctx)
@@ -233,7 +239,7 @@ class Writer:
             return
         metrics.PREEMPTIONS.labels("reclaim").inc()
         self.dispatcher.event(victim, "Preempted", intent.reason, "Warning")
-        claimant = ctx.jobs.get(intent.claimant)
+        claimant = ctx.job(intent.claimant)
         if claimant is not None:
             kind, namespace, name = intent.job.split("/", 2)
             self.dispatcher.event(claimant, "Reclaimed",
