@@ -129,15 +129,16 @@ class Scheduler:
         return jobs
 
     def snapshot(self, snap: Snapshot, now: datetime, clusters: Sequence[ClusterView],
-                 inflight: Mapping[str, Mapping[str, list[Resources]]], jobs: list[Body]
-                 ) -> PassView:
-        """The planner's view of ``jobs``, the ones to look at this pass."""
+                 inflight: Mapping[str, Mapping[str, list[Resources]]], jobs: list[Body],
+                 stamp: str | None = None) -> PassView:
+        """The planner's view of ``jobs``, the ones to look at this pass (its time as text
+        ``stamp``, by default the clock's as the hub writes it)."""
         assumed: dict[str, list[Resources]] = {}
         for spent in inflight.values():  # decided, Works not yet in the cache
             for cluster, requests in spent.items():
                 assumed.setdefault(cluster, []).extend(requests)
         return self.views.build(
-            snap, now, now_text(), jobs, clusters, assumed,
+            snap, now, stamp or now_text(), jobs, clusters, assumed,
             lambda job, exc: self.writer.failures.failed(q.job_key(job),
                                                          "job skipped this pass", exc))
 

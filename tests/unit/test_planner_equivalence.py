@@ -16,7 +16,7 @@ from fleet.api.cluster import member_namespace
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Cache
-from fleet.hub.pass_view import ViewBuilder, creation_order
+from fleet.hub.scheduler import Scheduler, Settings
 from fleet.hub.views import cluster_view
 from fleet.sim.engine import GPU, Running, Scenario, Simulation
 from fleet.sim.trace import Gang, Node, Trace, load
@@ -139,12 +139,12 @@ def hub_plan(state: State) -> Plan:
     snap = cache.snapshot()
     when = datetime.fromtimestamp(state.now, UTC)
     clusters = [cluster_view(b, when, 15.0, None) for b in snap.clusters.values()]
-    failures: list[Exception] = []
-    builder = ViewBuilder(sim.policy.rules.fit_mode)
-    view = builder.build(snap, when, now, sorted(snap.jobs.values(), key=creation_order),
-                         clusters, {}, lambda _, exc: failures.append(exc))
-    assert not failures
-    return plan_pass(view)
+    # the hub's own shell, without its writer or leader election: snapshot -> view -> plan
+    hub = Scheduler(cache, None, None,  # type: ignore[arg-type]
+                    Settings(fit_mode=sim.policy.rules.fit_mode))
+    looked = hub.jobs_to_look_at(snap, {}, True, (set(), set()))
+    return plan_pass(hub.snapshot(snap, when, clusters, {}, list(looked.values()),
+                                  stamp=now))
 
 
 def sim_plan(state: State) -> Plan:
