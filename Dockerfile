@@ -7,6 +7,7 @@ COPY fleet fleet
 COPY propagation propagation
 COPY quota quota
 COPY planner planner
+COPY preemption preemption
 COPY member-agent member-agent
 RUN pip install --no-cache-dir . && rm -rf /src \
  && echo 'fleet:x:65532:65532::/tmp:/usr/sbin/nologin' >> /etc/passwd \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -38,19 +39,26 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one).
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
     workdir = Path(tmp_path_factory.mktemp("fleet"))
-    local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))
+    with running(LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True))) as local:
+        yield local
+    # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
+    forbidden = forbidden_lines(workdir / "logs")
+    assert not forbidden, "components were refused by the API server:\n" + "\n".join(forbidden)
+
+
+@contextlib.contextmanager
+def running(local: LocalFleet, tail: int = 15) -> Iterator[LocalFleet]:
+    """``local`` up for the block; down after it, once the last ``tail`` lines of its hub's
+    and agents' logs are printed (what a failed test needs first)."""
     try:
         local.up()
         yield local
     finally:
-        for log in sorted((workdir / "logs").glob("*.log")):
+        for log in sorted((local.workdir / "logs").glob("*.log")):
             if log.name.startswith(("hub", "agent")):
-                tail = log.read_text(errors="replace").splitlines()[-15:]
-                print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
+                lines = log.read_text(errors="replace").splitlines()[-tail:]
+                print(f"--- {log.name} (last lines)\n" + "\n".join(lines))
         local.down()
-    # Every component runs with the identity deploy/ ships: a 403 in a log is a missing rule.
-    forbidden = forbidden_lines(workdir / "logs")
-    assert not forbidden, "components were refused by the API server:\n" + "\n".join(forbidden)
 
 
 def forbidden_lines(logs: Path) -> list[str]:

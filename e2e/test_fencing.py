@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import eventually
+from e2e.conftest import eventually, running
 from e2e.jobs import events, hub_job, hub_state, member_job, pods, pods_named, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
-from fleet.api.cluster import member_namespace
+from fleet.api.protocol import JOB_UID, member_namespace
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.clients.resources import Resource
@@ -33,9 +33,8 @@ RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 def fleet2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     """A fleet of its own: these tests freeze members' API servers and stop the hub."""
     workdir = Path(tmp_path_factory.mktemp("fencing"))
-    local = LocalFleet(workdir, say=lambda m: print(f"[fencing] {m}", flush=True))
-    try:
-        local.up()
+    with running(LocalFleet(workdir, say=lambda m: print(f"[fencing] {m}", flush=True)),
+                 tail=20) as local:
         # every node Ready in both reports: a gang must be able to move to the other member
         # (on a loaded machine kwok marks nodes Ready well after the agents' first report)
         eventually(lambda: len([c for c in local.client(HUB).list(r.MEMBERCLUSTERS)[0]
@@ -43,12 +42,6 @@ def fleet2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
                                 and (c.get("status") or {}).get("freeGpus", 0) >= 24]) == 2,
                    timeout=180, what="two members reporting their nodes Ready")
         yield local
-    finally:
-        for log in sorted((workdir / "logs").glob("*.log")):
-            if log.name.startswith(("hub", "agent")):
-                tail = log.read_text(errors="replace").splitlines()[-20:]
-                print(f"--- {log.name} (last lines)\n" + "\n".join(tail))
-        local.down()
 
 
 def namespace_with_failover(hub: Kube, namespace: str, toleration: int) -> None:
@@ -72,18 +65,37 @@ def placed_on(hub: Kube, job: Body) -> str:
     return eventually(cluster, what=f"{job['metadata']['name']} placed")
 
 
+def running_job(fleet: LocalFleet, namespace: str, name: str) -> tuple[Kube, Body, str, Kube]:
+    """A PyTorchJob of 3 replicas that runs for good, under a failover policy that waits 300
+    seconds: (hub, job, the member it runs on, that member), once its pods exist."""
+    hub = fleet.client(HUB)
+    namespace_with_failover(hub, namespace, toleration=300)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob(name, namespace, run_for="8760h"))
+    cluster = placed_on(hub, job)
+    member = fleet.client(cluster)
+    pods_named(member, job, 3)
+    return hub, job, cluster, member
+
+
+def drop_works(hub: Kube, cluster: str, uid: str) -> list[str]:
+    """Delete the Works of the hub job ``uid`` on ``cluster`` as a lost member's are (the
+    agent's finalizer dropped first); their names."""
+    namespace = member_namespace(cluster)
+    works, _ = hub.list(r.WORKS, namespace, label_selector=f"{JOB_UID}={uid}")
+    for work in works:
+        name = work["metadata"]["name"]
+        hub.patch(r.WORKS, name, {"metadata": {"finalizers": None}}, namespace)
+        hub.delete(r.WORKS, name, namespace)
+    return [w["metadata"]["name"] for w in works]
+
+
 def gone_from(member: Kube, job: Body) -> bool:
     return member_job(member, job) is None and not pods(member, job)
 
 
 def test_a_work_removed_behind_the_agents_back_takes_its_job_along(
         fleet2: LocalFleet) -> None:
-    hub = fleet2.client(HUB)
-    namespace_with_failover(hub, "orphans", toleration=300)
-    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("orphan", "orphans", run_for="8760h"))
-    cluster = placed_on(hub, job)
-    member = fleet2.client(cluster)
-    pods_named(member, job, 3)
+    hub, job, cluster, member = running_job(fleet2, "orphans", "orphan")
     first = member_job(member, job)
     assert first is not None
     uid = hub_job(hub, job)["metadata"]["uid"]
@@ -92,12 +104,7 @@ def test_a_work_removed_behind_the_agents_back_takes_its_job_along(
     # (the hub drops the agent's finalizer the same way for a member it has lost).
     fleet2.stop_process("hub")
     try:
-        works, _ = hub.list(r.WORKS, member_namespace(cluster),
-                            label_selector=f"fleet.sh/job-uid={uid}")
-        assert len(works) == 1
-        name = works[0]["metadata"]["name"]
-        hub.patch(r.WORKS, name, {"metadata": {"finalizers": None}}, member_namespace(cluster))
-        hub.delete(r.WORKS, name, member_namespace(cluster))
+        assert len(drop_works(hub, cluster, uid)) == 1
         removed = time.monotonic()
         eventually(lambda: gone_from(member, job), timeout=60,
                    what="the member job of the deleted Work removed")
@@ -116,25 +123,14 @@ def test_a_work_removed_behind_the_agents_back_takes_its_job_along(
 
 def test_an_agent_back_from_an_outage_removes_copies_whose_work_went(
         fleet2: LocalFleet) -> None:
-    hub = fleet2.client(HUB)
-    namespace_with_failover(hub, "restarts", toleration=300)
-    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("stale", "restarts", run_for="8760h"))
-    cluster = placed_on(hub, job)
-    member = fleet2.client(cluster)
-    pods_named(member, job, 3)
+    hub, job, cluster, member = running_job(fleet2, "restarts", "stale")
     uid = hub_job(hub, job)["metadata"]["uid"]
 
     fleet2.stop_process(f"agent-{cluster}", signal.SIGKILL)
     fleet2.stop_process("hub")
     agent_started = False
     try:
-        works, _ = hub.list(r.WORKS, member_namespace(cluster),
-                            label_selector=f"fleet.sh/job-uid={uid}")
-        for work in works:
-            name = work["metadata"]["name"]
-            hub.patch(r.WORKS, name, {"metadata": {"finalizers": None}},
-                      member_namespace(cluster))
-            hub.delete(r.WORKS, name, member_namespace(cluster))
+        drop_works(hub, cluster, uid)
         time.sleep(2)
         assert member_job(member, job) is not None  # nobody to remove it while the agent is down
         fleet2.start_agent(cluster)
@@ -154,14 +150,13 @@ def test_an_agent_back_from_an_outage_removes_copies_whose_work_went(
 
 def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
     hub = fleet2.client(HUB)
-    if hub.get_or_none(r.PRIORITYCLASSES, "hub-only") is None:
-        hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
-                                       "kind": "PriorityClass",
-                                       "metadata": {"name": "hub-only"}, "value": 1000})
+    # A class that exists nowhere: the hub carries the classes it has to the members (see
+    # e2e/test_priority.py), so only a class missing on the hub too is refused there.
+    assert hub.get_or_none(r.PRIORITYCLASSES, "nowhere") is None
     namespace_with_failover(hub, "refused", toleration=10)
     manifest = seed_pytorchjob("refused", "refused", run_for="8760h")
     for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
-        spec["template"]["spec"]["priorityClassName"] = "hub-only"
+        spec["template"]["spec"]["priorityClassName"] = "nowhere"
     job = hub.create(r.PYTORCHJOBS, manifest)
     cluster = placed_on(hub, job)
     created = time.monotonic()
@@ -176,7 +171,7 @@ def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
           f"{condition}")
     assert condition["reason"] == "PriorityClassNotFound"
     assert condition["message"].startswith(f"{cluster}: ")
-    assert "hub-only" in condition["message"]
+    assert "nowhere" in condition["message"]
     said = eventually(lambda: events(hub, job, "PriorityClassNotFound"), timeout=30,
                       what="a PriorityClassNotFound event on the hub job")
     assert said[0]["type"] == "Warning"
@@ -185,7 +180,7 @@ def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
     moved = eventually(lambda: events(hub, job, "FailedOver"), timeout=90,
                        what="the refused gang failed over")
     assert f"{cluster}: " in moved[0]["message"]
-    assert "hub-only" in moved[0]["message"]
+    assert "nowhere" in moved[0]["message"]
     hub.delete(r.PYTORCHJOBS, "refused", "refused")
 
 

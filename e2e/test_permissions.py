@@ -97,7 +97,7 @@ def test_the_comparison_reports_a_removed_and_an_added_rule(fleet: LocalFleet) -
     hub.apply(r.CLUSTERROLES, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": extra},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]},
         field_manager="test")
     hub.apply(r.CLUSTERROLEBINDINGS, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -111,13 +111,13 @@ def test_the_comparison_reports_a_removed_and_an_added_rule(fleet: LocalFleet) -
     finally:
         hub.delete(r.CLUSTERROLEBINDINGS, extra)
         hub.delete(r.CLUSTERROLES, extra)
-    assert "fleet-hub in default: extra core nodes get" in found
+    assert "fleet-hub in default: extra core namespaces get" in found
     assert "fleet-hub in default: extra scheduling.k8s.io priorityclasses watch" in found
     assert not any("missing" in line for line in found)
     # and the other way round: a rule the list names but the identity lacks
-    assert any("missing core nodes get" in line
+    assert any("missing core namespaces get" in line
                for line in differences(as_hub(fleet), Reviewed(reviewed.identity, {
-                   ns: g | {("core nodes", "get")} for ns, g in reviewed.namespaces.items()})))
+                   ns: g | {("core namespaces", "get")} for ns, g in reviewed.namespaces.items()})))
 
 
 def test_no_component_logged_a_403(fleet: LocalFleet) -> None:
@@ -128,5 +128,5 @@ def test_no_component_logged_a_403(fleet: LocalFleet) -> None:
 def test_a_403_is_what_a_missing_rule_gives(fleet: LocalFleet) -> None:
     """The log check above looks for what the API server answers to a missing rule."""
     with pytest.raises(errors.Forbidden) as caught:
-        as_hub(fleet).list(r.NODES)
+        as_hub(fleet).list(r.NAMESPACES)
     assert FORBIDDEN.search(f"{caught.value.status} {caught.value}")

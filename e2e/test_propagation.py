@@ -27,9 +27,9 @@ from e2e.jobs import seed_pytorchjob, state
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.demo import binding_event
 from e2e.localfleet.nodes import NodeShape
+from fleet.api.protocol import CLUSTERS
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub.works import CLUSTERS
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]

@@ -16,11 +16,10 @@ from e2e.conftest import eventually
 from e2e.jobs import seed_pytorchjob, state
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES, apply_file
+from fleet.api.protocol import ADMITTED_AT, PLACEMENT
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub.dispatch import ADMITTED_AT
-from fleet.hub.works import PLACEMENT
 
 pytestmark = pytest.mark.e2e
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from fleet.api.protocol import GROUP
+
 Body = dict[str, Any]
 NAMESPACE = "fleet-system"
 VERSION = "0.1.0"
@@ -83,6 +85,8 @@ WEBHOOK_CONFIGURATION = "fleet.sh"
 WEBHOOK_TLS_SECRET = "fleet-hub-webhook-tls"
 WEBHOOK_PORT, METRICS_PORT, HEALTH_PORT = 9443, 8080, 8081
 QUEUE_NAMESPACE = "kube-queue"
+KUBELET_PORT = 10350
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 # What every container runs as: no root, nothing written outside its emptyDir, the runtime's
 # default seccomp profile, no capabilities.
 POD_SECURITY: Body = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
@@ -117,9 +121,9 @@ def hub_rules() -> list[Body]:
     its own webhook configuration. The namespaces it writes to come with the install."""
     return [
         *_job_rules(["get", "list", "watch", "patch", "update", "delete"]),
-        _rule(["fleet.sh"], ["works"], ["get", "list", "watch", "create", "patch", "delete"]),
-        _rule(["fleet.sh"], ["memberclusters"], READ),
-        _rule(["fleet.sh"], ["memberclusters/status"], ["patch"]),
+        _rule([GROUP], ["works"], ["get", "list", "watch", "create", "patch", "delete"]),
+        _rule([GROUP], ["memberclusters"], READ),
+        _rule([GROUP], ["memberclusters/status"], ["patch"]),
         _rule(["policy.one.alibabacloud.com"],
               ["propagationpolicies", "clusterpropagationpolicies"], READ),
         _rule(["scheduling.sigs.k8s.io"], ["elasticquotatrees"], READ),
@@ -131,6 +135,11 @@ def hub_rules() -> list[Body]:
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
               ["get", "patch"], [WEBHOOK_CONFIGURATION]),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.mirrors)
+        _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+        _rule([""], ["pods/status"], ["patch"]),
+        _rule([""], ["nodes"], ["get", "list", "create", "patch", "delete"]),
+        _rule([""], ["nodes/status"], ["patch"]),
     ]
 
 
@@ -147,6 +156,8 @@ def hub_namespace_rules() -> dict[str, list[Body]]:
             _rule(["scheduling.x-k8s.io"], ["queues"], ["create", "patch"]),
             _rule(["scheduling.x-k8s.io"], ["queues/status"], ["patch"]),
         ],
+        # the Leases of the members' nodes, renewed while their agents' heartbeats are fresh
+        NODE_LEASE_NAMESPACE: [_rule(["coordination.k8s.io"], ["leases"], ["create", "patch"])],
     }
 
 
@@ -213,13 +224,15 @@ def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
 
 def agent_rules() -> list[Body]:
     """What the agent may do on its member: run the job kinds, their pods and the objects
-    their controllers make, apply Works' dependencies, read nodes for capacity. It holds
+    their controllers make, apply Works' dependencies (and the PriorityClasses their pods
+    name: read, apply, replace one fleet made), read nodes for capacity. It holds
     ``pods/exec`` only because Kubernetes lets it grant an MPI launcher no more than it has."""
     return [
         *_job_rules(ALL),
         _rule([""], ["pods", "services", "configmaps", "secrets", "serviceaccounts",
                      "persistentvolumeclaims"], ALL),
         _rule([""], ["pods/exec"], ["create"]),
+        _rule([""], ["pods/log"], ["get"]),  # served to the hub (member_agent.kubelet_endpoint)
         _rule([""], ["namespaces"], ["get", "list", "watch", "create", "patch"]),
         _rule([""], ["nodes"], READ),
         _rule([""], ["events"], ["create", "patch"]),
@@ -227,6 +240,7 @@ def agent_rules() -> list[Body]:
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ALL),
         _rule(PODGROUP_GROUPS, ["podgroups"], ALL),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], ["get", "create", "patch", "delete"]),
     ]
 
 
@@ -236,9 +250,13 @@ def agent_manifests(image: str = IMAGE, cluster: str = "CHANGE-ME",
     """The agent DaemonSet and its RBAC; with ``hub_kubeconfig``, also the Secret holding it
     (join writes it; the kustomize base leaves it out, as it holds a credential)."""
     name = "fleet-agent"
-    env = [{"name": "FLEET_CLUSTER_NAME",
-            "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env: list[Body] = [
+        {"name": "FLEET_CLUSTER_NAME",
+         "valueFrom": {"configMapKeyRef": {"name": AGENT_CONFIG, "key": "cluster"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # the kubelet endpoint the hub's API server calls for the member's pods' logs
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "FLEET_KUBELET_PORT", "value": str(KUBELET_PORT)}]
     container = _container(
         "agent", image, "member_agent",
         ["--cluster", "$(FLEET_CLUSTER_NAME)", "--hub-kubeconfig",

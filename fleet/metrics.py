@@ -111,6 +111,7 @@ API_RETRIES = Counter("fleet_api_retries_total", "Requests tried again after a t
 for _reason in ("cluster_lost", "unschedulable"):
     FAILOVERS.labels(_reason)
 PREEMPTIONS.labels("reclaim")
+PREEMPTIONS.labels("priority")
 
 
 def set_quota(queue: str, nominal: Mapping[str, int], maximum: Mapping[str, int],

@@ -19,7 +19,7 @@ import yaml
 
 from fleet import deploy
 from fleet.api import crds
-from fleet.api.cluster import member_namespace
+from fleet.api.protocol import API_VERSION, CLUSTER_LABEL, GROUP, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
@@ -78,9 +78,9 @@ def agent_rbac(cluster: str) -> list[tuple[r.Resource, Body]]:
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": AGENT_SA, "namespace": ns},
             "rules": [
-                {"apiGroups": ["fleet.sh"], "resources": ["works"],
+                {"apiGroups": [GROUP], "resources": ["works"],
                  "verbs": ["get", "list", "watch", "patch", "update"]},
-                {"apiGroups": ["fleet.sh"], "resources": ["works/status"],
+                {"apiGroups": [GROUP], "resources": ["works/status"],
                  "verbs": ["get", "patch", "update"]},
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
@@ -98,9 +98,9 @@ def agent_rbac(cluster: str) -> list[tuple[r.Resource, Body]]:
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": cluster_role},
             "rules": [
-                {"apiGroups": ["fleet.sh"], "resources": ["memberclusters"],
+                {"apiGroups": [GROUP], "resources": ["memberclusters"],
                  "resourceNames": [cluster], "verbs": ["get", "watch"]},
-                {"apiGroups": ["fleet.sh"], "resources": ["memberclusters/status"],
+                {"apiGroups": [GROUP], "resources": ["memberclusters/status"],
                  "resourceNames": [cluster], "verbs": ["get", "patch", "update"]},
             ],
         }),
@@ -119,11 +119,11 @@ def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
     """Register ``cluster`` on the hub; return the agent's hub kubeconfig (YAML text)."""
     ns = member_namespace(cluster)
     hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": ns, "labels": {"fleet.sh/cluster": cluster}}},
+                             "metadata": {"name": ns, "labels": {CLUSTER_LABEL: cluster}}},
               field_manager=FIELD_MANAGER)
     hub.apply(r.MEMBERCLUSTERS, {
-        "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
-        "metadata": {"name": cluster, "labels": {"fleet.sh/cluster": cluster, **(labels or {})}},
+        "apiVersion": API_VERSION, "kind": "MemberCluster",
+        "metadata": {"name": cluster, "labels": {CLUSTER_LABEL: cluster, **(labels or {})}},
         "spec": {},
     }, field_manager=FIELD_MANAGER)
     for resource, body in agent_rbac(cluster):

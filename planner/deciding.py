@@ -4,14 +4,15 @@ next is decided, so no two decisions spend the same GPU."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from planner.intents import Bind, Intent, QueueReport, Requeue, Wait
-from planner.view import JobView, PassView
+from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
+from planner.preempting import PreemptionPass
+from planner.view import Hold, JobView, PassView
 from propagation.binding import binding_message
-from propagation.division import Decision, divide, with_assumed
-from propagation.resources import Resources
-from propagation.views import ClusterView, JobDemand
+from propagation.division import divide, with_assumed
+from propagation.views import ClusterView
 from quota.engine import AdmissionPass
 from quota.queues import queue_names
 from quota.tree import walk
@@ -20,7 +21,14 @@ NO_POLICY = "no PropagationPolicy or ClusterPropagationPolicy selects this job"
 QUOTA_TREE_NAMESPACE = "kube-system"
 
 
-def decide(jobs: Sequence[JobView], view: PassView) -> list[Intent]:
+@dataclass(frozen=True)
+class Decided:
+    intents: list[Intent]
+    holds: Mapping[str, Hold] = field(default_factory=dict)  # for the next pass's view
+    retry_at: Mapping[str, float] = field(default_factory=dict)
+
+
+def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     """Intents for ``jobs`` (unbound, not finished): preemptions and bindings in decision
     order, then the queues' state, then why each of the others waits."""
     waits: dict[str, Wait] = {}
@@ -41,10 +49,12 @@ def decide(jobs: Sequence[JobView], view: PassView) -> list[Intent]:
     capacity = dict(view.capacity)
     out: list[Intent] = []
     misses = 0
-    for job in sorted(candidates, key=lambda c: c.order):
+    preempting = PreemptionPass.start(view, candidates)
+    for job in sorted(candidates, key=lambda c: (
+            not (preempting is not None and preempting.first(c)), *c.order)):
         if view.scan_window and misses >= view.scan_window:
             break
-        intents, why = _decide_one(job, admission, capacity, view)
+        intents, why = _decide_one(job, admission, capacity, view, preempting)
         out += intents
         if why is None:
             misses = 0
@@ -54,16 +64,27 @@ def decide(jobs: Sequence[JobView], view: PassView) -> list[Intent]:
     if admission is not None:
         out.append(_queues(admission, waits))
     out += waits.values()
-    return out
+    if preempting is None:
+        return Decided(out)
+    return Decided(out, preempting.holds, preempting.retry_at)
 
 
 def _decide_one(job: JobView, admission: AdmissionPass | None,
-                capacity: dict[str, ClusterView], view: PassView
+                capacity: dict[str, ClusterView], view: PassView,
+                preempting: PreemptionPass | None = None
                 ) -> tuple[list[Intent], Wait | None]:
     """Admit (when queued), divide and bind one job; the intents and why it waits."""
     assert job.demand is not None
     assert job.policy is not None
     out: list[Intent] = []
+    fleet = [v for v in capacity.values() if v.name not in job.avoid]
+
+    def preempt_or(why: Wait) -> tuple[list[Intent], Wait | None]:
+        if preempting is None:
+            return out, why
+        intents, held = preempting.for_job(job, fleet, capacity, admission, view)
+        return out + intents, held or why
+
     if job.quota is not None:
         if admission is None:
             return out, Wait(job.key, "NoQuotaTree", "the policy queues this job "
@@ -72,8 +93,9 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         verdict = admission.check(job.quota)
         if not verdict.fits:
             admission.wait(job.quota)
-            reason = "NoQuotaLeaf" if admission.leaf(job.quota) is None else "QuotaExceeded"
-            return out, Wait(job.key, reason, verdict.reason)
+            if admission.leaf(job.quota) is None:
+                return out, Wait(job.key, "NoQuotaLeaf", verdict.reason)
+            return preempt_or(Wait(job.key, "QuotaExceeded", verdict.reason))
         if verdict.victims:
             out += [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
                     for v in verdict.victims]
@@ -81,15 +103,16 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
             return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
-    fleet = [v for v in capacity.values() if v.name not in job.avoid]
     decision = divide(job.demand, fleet, job.policy.rules)
     if not decision.placed:
         if admission is not None and job.quota is not None:
             admission.wait(job.quota)
-        return out, Wait(job.key, "Unschedulable", decision.reason)
+        return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
     spent = share_requests(job.demand, decision)
     for cluster, requests in spent:  # taken now: the next decision sees it spent
         capacity[cluster] = with_assumed(capacity[cluster], requests)
+    if preempting is not None:
+        preempting.bound(job)
     admitted_at = admitted_by = ""
     if admission is not None and job.quota is not None:
         admission.admit(job.quota, view.now_text)
@@ -100,15 +123,6 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                     admitted_by, failover.purge_mode if failover else "", spent,
                     job.policy.propagate_deps))
     return out, None
-
-
-def share_requests(demand: JobDemand, decision: Decision
-                   ) -> tuple[tuple[str, tuple[Resources, ...]], ...]:
-    """Per cluster, the request of every replica the decision puts there."""
-    requests = {role.name: role.request for role in demand.roles}
-    return tuple((share.cluster, tuple(requests[role] for role, count in share.replicas
-                                       for _ in range(count)))
-                 for share in decision.shares)
 
 
 def _queues(admission: AdmissionPass, waits: dict[str, Wait]) -> QueueReport:

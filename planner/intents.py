@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from propagation.division import ClusterShare
+from propagation.division import ClusterShare, Decision
 from propagation.resources import Resources
+from propagation.views import JobDemand
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,16 @@ class Requeue:
     job: str
     reason: str
     claimant: str = ""  # the job whose guarantee it returns
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Priority preemption for a waiting job: mark each victim to go back to its queue,
+    preempted by ``job`` (the capacity freed is held for it: the plan's holds)."""
+
+    job: str  # the preemptor
+    victims: tuple[tuple[str, str], ...]  # victim key, why
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -130,5 +141,14 @@ class QueueReport:
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
 
 
-Intent = (Bind | Dispatch | Wait | Requeue | FailOver | RemoveWorks | Unbind | Release
+Intent = (Bind | Dispatch | Wait | Requeue | Preempt | FailOver | RemoveWorks | Unbind | Release
           | Expire | QueueReport)
+
+
+def share_requests(demand: JobDemand, decision: Decision
+                   ) -> tuple[tuple[str, tuple[Resources, ...]], ...]:
+    """Per cluster, the request of every replica the decision puts there."""
+    requests = {role.name: role.request for role in demand.roles}
+    return tuple((share.cluster, tuple(requests[role] for role, count in share.replicas
+                                       for _ in range(count)))
+                 for share in decision.shares)

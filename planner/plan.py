@@ -7,18 +7,21 @@ reads a clock, a cache or an API server; the hub's shell and the simulator both 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from planner.bound import settle
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
-from planner.view import PassView, Stage
+from planner.view import Hold, PassView, Stage
 
 
 @dataclass(frozen=True)
 class Plan:
     intents: tuple[Intent, ...]  # in write order
+    # Preemption state for the next pass's view (the planner keeps none itself).
+    holds: Mapping[str, Hold] = field(default_factory=dict)
+    retry_at: Mapping[str, float] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Intent]:
         return iter(self.intents)
@@ -43,5 +46,5 @@ def plan_pass(view: PassView) -> Plan:
     intents: list[Intent] = []
     for job in view.jobs:
         intents += settle(job, view)
-    intents += decide([j for j in view.jobs if j.stage is Stage.WAITING], view)
-    return Plan(tuple(intents))
+    decided = decide([j for j in view.jobs if j.stage is Stage.WAITING], view)
+    return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at)

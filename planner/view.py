@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from preemption.model import Running
 from propagation.division import ClusterShare
+from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
 from quota.engine import DEFAULT_STARVATION_BOUND, Holding, Job, QueuePolicy
+from quota.queues import admission_order
 from quota.tree import QuotaNode
 
 
@@ -82,13 +85,19 @@ class JobView:
     finished: bool = False
     finished_at: float | None = None
     ttl_seconds: int | None = None  # ttlSecondsAfterFinished
+    priority: int = 0  # its PriorityClass's value (or T9k's priority), 0 without one
+    preempted_by: str = ""  # the job that preempted it, until it is bound again
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/")[1]
 
     @property
     def order(self) -> tuple[int, str, str]:
-        """Decision order: a queued job by priority then creation, any other by creation."""
+        """Decision order: by priority, then creation (a queued job as its queue orders)."""
         if self.quota is not None:
             return (-self.quota.priority, self.quota.created, self.quota.key)
-        return (0, self.created, self.key)
+        return admission_order(self.priority, self.created, self.key)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,29 @@ class QuotaView:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """Capacity freed by preempting for a job, held for it until it binds (or ``expires``)."""
+
+    requests: tuple[tuple[str, tuple[Resources, ...]], ...]  # per cluster, per replica
+    expires: float  # seconds since the epoch
+    message: str
+
+
+@dataclass(frozen=True)
+class PreemptionView:
+    """What priority preemption reads: the possible victims, and the state the last pass
+    left (the shell keeps it between passes; each plan returns the next one)."""
+
+    running: tuple[Running, ...]  # bound, unfinished jobs (empty when nobody can preempt)
+    floor: int = 0  # the lowest priority a job can have: a job at it preempts nobody
+    holds: Mapping[str, Hold] = field(default_factory=dict)  # preemptor uid -> its hold
+    retry_at: Mapping[str, float] = field(default_factory=dict)  # uid -> plan again after
+    plans_per_pass: int = 3  # each plan walks the running jobs
+    hold_seconds: float = 300.0
+    retry_seconds: float = 5.0  # a job with no plan is planned for again after this long
+
+
+@dataclass(frozen=True)
 class PassView:
     now: float  # seconds since the epoch
     now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
@@ -111,3 +143,4 @@ class PassView:
     lost_since: Mapping[str, float] = field(default_factory=dict)  # member -> lost since
     quota: QuotaView | None = None
     scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
+    preemption: PreemptionView | None = None  # None: no priority preemption

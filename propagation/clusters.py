@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from propagation.views import Affinity, ClusterView, Toleration
 
@@ -18,6 +19,9 @@ class Filtered:
 
 def affinity_mismatch(cluster: ClusterView, affinity: Affinity) -> str:
     """Why ``cluster`` fails ``affinity``; empty when it satisfies it."""
+    if not (affinity.cluster_names or affinity.exclude or affinity.match_labels
+            or affinity.match_expressions):
+        return ""  # the common case: a policy without cluster affinity
     if affinity.cluster_names and cluster.name not in affinity.cluster_names:
         return "not in clusterAffinity.clusterNames"
     if cluster.name in affinity.exclude:
@@ -54,12 +58,12 @@ def filter_clusters(
 ) -> Filtered:
     eligible: list[ClusterView] = []
     rejected: list[tuple[str, str]] = []
-    for cluster in sorted(clusters, key=lambda c: c.name):
+    for cluster in sorted(clusters, key=attrgetter("name")):
         reason = (
             ("" if cluster.ready else (cluster.not_ready_reason or "not ready"))
             or cluster.stale_reason
             or affinity_mismatch(cluster, affinity)
-            or untolerated_taint(cluster, tolerations)
+            or (untolerated_taint(cluster, tolerations) if cluster.taints else "")
         )
         if reason:
             rejected.append((cluster.name, reason))

@@ -45,10 +45,57 @@ class Decision:
         return bool(self.shares)
 
 
+MEMO_SIZE = 256  # packings remembered per cluster view (a few per job shape)
+
+
 def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode) -> Packing:
+    """``replicas`` packed into ``cluster``, remembered on the (frozen) view."""
+    key = (mode, *replicas)
+    memo = cluster.packings
+    packing = memo.get(key)
+    if isinstance(packing, Packing):
+        return packing
     if mode is FitMode.SUMMED:
-        return pack_summed(replicas, cluster.free, cluster.node_groups)
-    return pack(replicas, cluster.node_groups, cluster.free)
+        packing = pack_summed(replicas, cluster.free, cluster.node_groups)
+    else:
+        packing = pack(replicas, cluster.node_groups, cluster.free)
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = packing
+    return packing
+
+
+def _may_hold(cluster: ClusterView, replicas: Sequence[Replica]) -> bool:
+    """A necessary condition for node-aware packing, far cheaper than packing: for each
+    distinct request, the cluster's nodes have room for as many replicas of it on their own
+    (exact when all replicas ask alike; replicas with node requirements are left to the
+    packing)."""
+    wanted: dict[Resources, int] = {}
+    for replica in replicas:
+        if replica.requirements:
+            return True
+        wanted[replica.request] = wanted.get(replica.request, 0) + 1
+    memo = cluster.packings
+    for request, count in wanted.items():
+        key = ("slots", request)
+        slots = memo.get(key)
+        if not isinstance(slots, int):
+            slots = memo[key] = _slots(cluster, request)
+        if slots < count:
+            return False
+    return True
+
+
+def _slots(cluster: ClusterView, request: Resources) -> int:
+    """How many replicas asking for ``request`` the cluster's nodes hold, one node each."""
+    asked = [(name, amount) for name, amount in request.items_ if amount > 0]
+    if not asked:
+        return 1 << 62
+    total = 0
+    for group in cluster.node_groups:
+        free = dict(group.free.items_)
+        total += group.count * min(free.get(name, 0) // amount for name, amount in asked)
+    return total
 
 
 def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMode) -> str:
@@ -86,8 +133,8 @@ def _share(job: JobDemand, cluster: str, placed: Sequence[tuple[Replica, str]],
     return ClusterShare(cluster, here, starts, nodes)
 
 
-def _scarcest_left(job: JobDemand, packing: Packing) -> tuple[int, ...]:
-    return tuple(packing.leftover.get(name, 0) for name in scarcity_order(job.total))
+def _left_then_name(item: tuple[tuple[int, ...], str, ClusterView]) -> tuple[tuple[int, ...], str]:
+    return item[0], item[1]
 
 
 def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRules) -> Decision:
@@ -106,26 +153,40 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
     # Tightest fit = least left of the scarcest resource, which is the cluster's summed free
     # minus the job's total whatever nodes the replicas take: rank first, then pack in rank
     # order until one cluster holds the whole gang (most decisions pack one or two).
+    # Clusters that do not hold the gang are explained only when no cluster does: most
+    # decisions place the job, and saying why each of a hundred clusters did not was most
+    # of their cost.
     total, order = job.total, scarcity_order(job.total)
-    ranked = []
+    wanted = [(name, total.get(name, 0)) for name in order]
+    ranked, short = [], []
     for cluster in filtered.eligible:
-        if not total.fits_in(cluster.free):
-            rejected.append(f"{cluster.name}: short of {_fmt(total.shortfall(cluster.free))} "
-                            "in total")
+        free = cluster.free_amounts
+        left = tuple(free.get(name, 0) - amount for name, amount in wanted)
+        if min(left, default=0) < 0:
+            short.append(cluster)
+        else:
+            ranked.append((left, cluster.name, cluster))
+    ranked.sort(key=_left_then_name)
+    unfit: list[tuple[ClusterView, Packing | None]] = []
+    for _, name, cluster in ranked:
+        if rules.fit_mode is FitMode.NODE_AWARE and not _may_hold(cluster, replicas):
+            unfit.append((cluster, None))  # packed only if its reason is asked for
             continue
-        left = tuple(cluster.free.get(n, 0) - total.get(n, 0) for n in order)
-        ranked.append((left, cluster.name, cluster))
-    for _, name, cluster in sorted(ranked, key=lambda item: (item[0], item[1])):
         packing = _pack(cluster, replicas, rules.fit_mode)
         if not packing.unplaced:
             share = _share(job, name, packing.placed, {})
             return Decision((share,), f"fits {name}")
-        rejected.append(_explain(job, cluster, packing, rules.fit_mode))
+        unfit.append((cluster, packing))
 
     if rules.max_clusters > 1 and rules.gang:
         split = _split(job, replicas, filtered.eligible, rules)
         if split:
             return Decision(split, f"split across {len(split)} clusters")
+    rejected += [f"{c.name}: short of {_fmt(total.shortfall(c.free_amounts))} in total"
+                 for c in short]
+    rejected += [_explain(job, c, packing or _pack(c, replicas, rules.fit_mode), rules.fit_mode)
+                 for c, packing in unfit]
+    if rules.max_clusters > 1 and rules.gang:
         rejected.append(f"no split over at most {rules.max_clusters} clusters fits")
     return Decision((), "; ".join(rejected))
 
@@ -267,14 +328,27 @@ def with_assumed(cluster: ClusterView, assumed: Sequence[Resources]) -> ClusterV
 
 
 def _subtract(groups: list[NodeGroup], request: Resources) -> list[NodeGroup]:
-    scarce = scarcity_order(request)
-    candidates = [(tuple(g.free.get(n, 0) - request.get(n, 0) for n in scarce), i)
-                  for i, g in enumerate(groups) if request.fits_in(g.free)]
-    if not candidates:
+    wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
+    best: tuple[tuple[int, ...], int] | None = None
+    for i, group in enumerate(groups):
+        free = dict(group.free.items_)
+        left = tuple(free.get(name, 0) - amount for name, amount in wanted)
+        if min(left, default=0) >= 0 and (best is None or (left, i) < best):
+            best = (left, i)
+    if best is None:
         return groups
-    _, index = min(candidates)
+    index = best[1]
     group = groups[index]
     rest = [] if group.count == 1 else [NodeGroup(group.count - 1, group.free, group.labels,
                                                   group.nodes[1:])]
     taken = NodeGroup(1, group.free - request, group.labels, group.nodes[:1])
+    out = [*groups[:index], *rest, *groups[index + 1:]]
+    # A node left as others of its kind already are joins their group: else every assumed
+    # replica would add a group, and each decision after it would cost more.
+    for i, other in enumerate(out):
+        if other.free == taken.free and other.labels == taken.labels and bool(
+                other.nodes) == bool(taken.nodes):
+            out[i] = NodeGroup(other.count + 1, other.free, other.labels,
+                               tuple(sorted((*other.nodes, *taken.nodes))))
+            return out
     return [*groups[:index], *rest, taken, *groups[index + 1:]]

@@ -12,6 +12,8 @@ scheduler does; it is kept as the baseline that strands gangs under fragmentatio
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -63,6 +65,7 @@ class Bins:
                  by_labels: bool = False) -> None:
         self.names = tuple(names)
         self._buckets: dict[tuple[tuple[int, ...], Labels], _Bucket] = {}
+        self._order: list[tuple[tuple[int, ...], Labels]] = []  # bucket keys, ascending
         self._admits: dict[tuple[tuple[NodeLabelIn, ...], Labels], bool] = {}
         for group in groups:
             vector = tuple(group.free.get(name, 0) for name in self.names)
@@ -72,14 +75,18 @@ class Bins:
 
     def take(self, request: tuple[int, ...],
              requirements: tuple[NodeLabelIn, ...] = ()) -> str | None:
-        """Place one replica; return its node's name ("" when unnamed), None when none fits."""
+        """Place one replica; return its node's name ("" when unnamed), None when none fits.
+        The best fit is the smallest bucket key that holds the request: keys are kept in
+        order, so the scan starts at the first one with enough of the scarcest resource and
+        stops at the first that fits."""
         best: tuple[tuple[int, ...], Labels] | None = None
-        for key in self._buckets:
-            free, labels = key
+        start = bisect.bisect_left(self._order, (request[:1], ())) if request else 0
+        for key in itertools.islice(self._order, start, None):
+            free = key[0]
             if all(f >= q for f, q in zip(free, request, strict=True)) and (
-                    best is None or key < best) and (
-                    not requirements or self._admitted(requirements, labels)):
+                    not requirements or self._admitted(requirements, key[1])):
                 best = key
+                break
         if best is None:
             return None
         bucket = self._buckets[best]
@@ -88,6 +95,7 @@ class Bins:
             bucket.anonymous -= 1
         if not (bucket.anonymous or bucket.names):
             del self._buckets[best]
+            del self._order[bisect.bisect_left(self._order, best)]
         left = tuple(f - q for f, q in zip(best[0], request, strict=True))
         self._add((left, best[1]), [node] if node else [], 0 if node else 1)
         return node
@@ -100,7 +108,10 @@ class Bins:
 
     def _add(self, key: tuple[tuple[int, ...], Labels], names: list[str],
              anonymous: int) -> None:
-        bucket = self._buckets.setdefault(key, _Bucket())
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket()
+            bisect.insort(self._order, key)
         bucket.anonymous += anonymous
         if names:
             bucket.names = sorted(bucket.names + names)
@@ -124,12 +135,13 @@ class Packing:
 def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
          total_free: Resources | None = None) -> Packing:
     """Node-aware: place as many of ``replicas`` (already ordered) as fit, one node each."""
-    asked = sum((r.request for r in replicas), Resources())
-    names = scarcity_order(asked)
+    names = scarcity_order({name for r in replicas for name, amount in r.request.items_
+                            if amount})
     bins = Bins(groups, names, by_labels=any(r.requirements for r in replicas))
     placed: list[tuple[Replica, str]] = []
     unplaced: list[Replica] = []
     vectors: dict[Resources, tuple[int, ...]] = {}
+    used: dict[str, int] = {}
     for replica in replicas:
         vector = vectors.get(replica.request)
         if vector is None:
@@ -139,9 +151,10 @@ def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],
             unplaced.append(replica)
         else:
             placed.append((replica, node))
+            for name, amount in replica.request.items_:
+                used[name] = used.get(name, 0) + amount
     free = total_free if total_free is not None else sum(
         (g.free.scaled(g.count) for g in groups), Resources())
-    used = sum((r.request for r, _ in placed), Resources())
     return Packing(tuple(placed), tuple(unplaced), free - used)
 
 

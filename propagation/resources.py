@@ -77,7 +77,7 @@ class Resources(Mapping[str, int]):
 ZERO = Resources()
 
 
-def scarcity_order(request: Mapping[str, int]) -> tuple[str, ...]:
+def scarcity_order(request: Iterable[str]) -> tuple[str, ...]:
     """Resources in the order fleet treats them as scarce: GPUs, other devices, cpu, memory."""
 
     def rank(name: str) -> tuple[int, str]:

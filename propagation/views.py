@@ -106,11 +106,25 @@ class ClusterView:
     @functools.cached_property
     def free(self) -> Resources:
         """Summed free capacity (computed once: views are frozen)."""
+        return Resources.of(self.free_amounts)
+
+    @functools.cached_property
+    def free_amounts(self) -> dict[str, int]:
+        """The summed free capacity as a plain dict, for lookups in the hot path of division
+        (do not change it: it is shared by everything that reads this view)."""
         out: dict[str, int] = {}
         for group in self.node_groups:
             for name, amount in group.free.items_:
                 out[name] = out.get(name, 0) + amount * group.count
-        return Resources.of(out)
+        return out
+
+    @functools.cached_property
+    def packings(self) -> dict[tuple[object, ...], object]:
+        """Packings of replica lists into this view's nodes, by replicas and mode: a view is
+        frozen, so a packing once done holds for every later job of the same shape (most jobs
+        of a pass share a few shapes, and most clusters are unchanged from one decision to
+        the next). Filled by :mod:`propagation.division`."""
+        return {}
 
 
 class FitMode(StrEnum):

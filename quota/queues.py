@@ -1,4 +1,5 @@
-"""Queue names: one Queue per quota-tree node, named stably from its path."""
+"""Queues: the order in which a queue's jobs are considered, and one Queue object per
+quota-tree node, named stably from its path."""
 
 from __future__ import annotations
 
@@ -24,3 +25,10 @@ def queue_names(paths: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
         else:
             out[path] = name
     return out
+
+
+def admission_order(priority: int, created: str, key: str) -> tuple[int, str, str]:
+    """Where a job stands in its queue: higher priority first, then older first (creation
+    time, RFC 3339, compared as text), then its key so that equal jobs keep one order.
+    Opportunistic jobs (negative priority) so come after every guaranteed one."""
+    return (-priority, created, key)

@@ -14,13 +14,6 @@ command -v conntrack >/dev/null || need+=(conntrack)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
-[ ${#need[@]} -eq 0 ] && exit 0
-if ! command -v apt-get >/dev/null; then
-  echo "real nodes need: ${need[*]} (install them, or the local fleet runs host processes)" >&2
-  exit 0
-fi
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "installing ${need[*]} (Debian packages)"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+. "$(dirname "$0")/apt-install.sh"
+apt_install "real nodes need: ${need[*]} (install them, or the local fleet runs host processes)" \
+  "${need[@]}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from fleet.api.cluster import AGENT_FINALIZER
+from fleet.api.protocol import AGENT_FINALIZER
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube

@@ -18,6 +18,7 @@ import re
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from fleet.api.cluster import member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.deploy import WEBHOOK_CONFIGURATION, webhook_configuration
 
 TENANTS = ("tenant-a", "tenant-b", "tenant-c")
 BUCKET = re.compile(r'^fleet_scheduling_pass_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$')
@@ -93,6 +95,18 @@ def tenants(hub: Kube, gpus: int) -> None:
                      "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                                          "customSchedulingType": "Gang"}}}},
             field_manager="bench")
+
+
+def without_webhook(hub: Kube, setup: Callable[[], None]) -> None:
+    """Run ``setup`` with the hub's validating webhook out of the way: the jobs are created
+    while the hub is stopped, and the API server would refuse the quota tree with no hub
+    to validate it. The install's configuration is put back as it was before the hub starts."""
+    hub.delete(r.VALIDATINGWEBHOOKCONFIGURATIONS, WEBHOOK_CONFIGURATION)
+    try:
+        setup()
+    finally:
+        hub.apply(r.VALIDATINGWEBHOOKCONFIGURATIONS, webhook_configuration(),
+                  field_manager="bench")
 
 
 def create_jobs(hub: Kube, count: int, threads: int = 16) -> float:
@@ -234,7 +248,7 @@ def run(workdir: Path, *, members: int = 100, nodes: int = 200, jobs: int = 10_0
         sim = Fleet(generator, names, nodes)
         sim.start()
         gpus = sim.gpus()
-        tenants(hub, gpus)
+        without_webhook(hub, lambda: tenants(hub, gpus))
         deadline = time.monotonic() + 120
         while not sim.ready() and time.monotonic() < deadline:
             time.sleep(0.5)

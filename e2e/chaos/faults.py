@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet import HUB, LocalFleet, wait_gone
 from e2e.localfleet.kwok import Kwokctl
 from fleet.clients import resources as r
 
@@ -104,7 +104,7 @@ class Supervisor:
         try:
             pid = component_pid(self.fleet, cluster, component)
             os.kill(pid, signal.SIGKILL)
-            _wait_gone(pid)
+            wait_gone(pid)
             time.sleep(down_for)
             with self._lock:
                 self.restart(cluster, component)
@@ -119,20 +119,6 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def _wait_gone(pid: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
 
 
 def hub_leader(fleet: LocalFleet, candidates: tuple[str, ...]) -> str | None:

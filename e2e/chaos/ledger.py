@@ -34,13 +34,20 @@ from typing import Any
 
 from e2e.jobs import state
 from e2e.localfleet import HUB, LocalFleet
+from fleet.api.protocol import (
+    ADMITTED_AT,
+    CLUSTERS,
+    EVICT_AFTER,
+    FAILOVER_SINCE,
+    JOB_UID,
+    PLACEMENT,
+    PURGE_MODE,
+    REQUEUE,
+)
 from fleet.api.quantity import canonical
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub.cache import EVICTING
-from fleet.hub.dispatch import ADMITTED_AT, REQUEUE
-from fleet.hub.works import CLUSTERS, FAILOVER_SINCE, JOB_UID, PLACEMENT, PURGE_MODE
 from fleet.kinds import adapter_for
 
 Body = dict[str, Any]
@@ -219,7 +226,7 @@ class Ledger:
             clusters = set(filter(None, (annotations.get(CLUSTERS) or "").split(",")))
             live = {w["spec"]["placement"]["cluster"] for w in works_by_uid.get(uid, [])
                     if not w["metadata"].get("deletionTimestamp")
-                    and EVICTING not in (w["metadata"].get("annotations") or {})}
+                    and EVICT_AFTER not in (w["metadata"].get("annotations") or {})}
             if live - clusters:
                 holding.add(self._held(
                     ("bound-twice", self._names[uid]), self.limits.settle,

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from e2e.chaos import faults
-from e2e.chaos.ledger import Ledger, Limits, Violation
+from e2e.chaos.ledger import JOB_NAME, Ledger, Limits, Violation
 from e2e.jobs import seed_pytorchjob, state
 from e2e.localfleet import HUB, LocalFleet
 from fleet import onboarding
@@ -326,10 +326,11 @@ def hub_etcd(ctx: Context, run: int) -> RunResult:
 
 def failover(ctx: Context, run: int) -> RunResult:
     """A gang that cannot be scheduled where it was first placed (a node selector only the
-    other member's nodes satisfy; the hub does not read node selectors) stays unhealthy past
-    tolerationSeconds and is moved. Per Karmada and the seed: Immediately removes the old
-    copy before the new one is created; Graciously creates the new one and removes the old
-    once the new one runs or gracePeriodSeconds pass; Never leaves the old copy to the user."""
+    other member's nodes satisfy; the hub does not read node selectors), or whose containers
+    crash-loop there, stays unhealthy past tolerationSeconds and is moved. Per Karmada and the
+    seed: Immediately removes the old copy before the new one is created; Graciously creates
+    the new one and removes the old once the new one runs or gracePeriodSeconds pass; Never
+    leaves the old copy to the user."""
     mode = PURGE_MODES[run % len(PURGE_MODES)]
     limits = Limits(gang_grace=30, orphan_grace=45)
     with Run(ctx, _ns(f"failover-{mode.lower()}", run), limits) as chaos:
@@ -348,6 +349,11 @@ def failover(ctx: Context, run: int) -> RunResult:
             for cluster in ctx.fleet.members:
                 if cluster not in placed:
                     _label_nodes(ctx.fleet, cluster, label)
+        # and one whose pods crash-loop where it was placed (as a kubelet reports a container
+        # it keeps restarting); on the member it moves to they run and end
+        chaos.submit("crashing", run_for="25s")
+        placed = _wait_for(partial(_clusters_of, ctx.hub, chaos.namespace, "crashing"), 120)
+        _wait_for(partial(_crash_loop, ctx.fleet, placed[0], chaos.namespace, "crashing"), 120)
         chaos.probe()
         moved: list[Body] = []
 
@@ -370,6 +376,25 @@ def _clusters_of(hub: Kube, namespace: str, name: str) -> list[str]:
     job = hub.get_or_none(r.PYTORCHJOBS, name, namespace) or {}
     text = ((job.get("metadata") or {}).get("annotations") or {}).get("fleet.sh/clusters", "")
     return [c for c in text.split(",") if c]
+
+
+def _crash_loop(fleet: LocalFleet, cluster: str, namespace: str, job: str) -> bool | None:
+    """Once the job's pods run on ``cluster``, report each as its kubelet reports a container
+    it keeps restarting; None until they run."""
+    member = fleet.client(cluster)
+    pods = [p for p in member.list(r.PODS, namespace)[0]
+            if (p["metadata"].get("labels") or {}).get(JOB_NAME) == job]
+    if not pods or any((p.get("status") or {}).get("phase") != "Running" for p in pods):
+        return None
+    for pod in pods:
+        statuses = [{"name": c["name"], "image": c.get("image", ""), "ready": False,
+                     "restartCount": 3, "started": False,
+                     "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                           "message": "back-off 40s restarting failed container"}}}
+                    for c in pod["spec"]["containers"]]
+        member.patch(r.PODS, pod["metadata"]["name"], {"status": {"containerStatuses": statuses}},
+                     namespace, subresource="status")
+    return True
 
 
 def _label_nodes(fleet: LocalFleet, cluster: str, label: str) -> None:

@@ -271,7 +271,8 @@ class LocalFleet:
         self._spawn(f"agent-{name}" + (f"-{instance}" if instance else ""),
                     [sys.executable, "-m", "member_agent", "--cluster", name, *self.agent_args],
                     {"KUBECONFIG": str(self.identity_kubeconfig(name)),
-                     "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name))})
+                     "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name)),
+                     "FLEET_KUBELET_PORT": str(free_ports(1)[0])})
 
     def stop_process(self, name: str, sig: int = signal.SIGTERM) -> None:
         pids = self._load().get("processes", {})
@@ -366,23 +367,30 @@ def _is_fleet_process(pid: int) -> bool:
     return any(arg in (b"fleet.hub", b"member_agent") for arg in argv)
 
 
-def _terminate(pid: int, sig: int, timeout: float = 10) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        return
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    """Wait for process ``pid`` to end, reaping it if it is our child; False on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return
-        try:  # reap it if it is our child
+            return True
+        try:
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
+                return True
         except ChildProcessError:
             pass
-        time.sleep(0.1)
+        time.sleep(0.05)
+    return False
+
+
+def _terminate(pid: int, sig: int, timeout: float = 10) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return
+    if wait_gone(pid, timeout):
+        return
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:

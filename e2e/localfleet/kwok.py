@@ -15,6 +15,9 @@ from pathlib import Path
 import yaml
 
 STAGES = Path(__file__).with_name("stages.yaml")
+# What kwok answers for every container's log on the members (kubectl logs; the hub's mirrors),
+# in the CRI log format kwok reads.
+POD_LOG = Path(__file__).with_name("pod.log")
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ class RealNodeSettings:
 
 
 def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
-                   audit_policy: Path | None = None, real: RealNodeSettings | None = None) -> str:
+                   audit_policy: Path | None = None, real: RealNodeSettings | None = None,
+                   pki: Path | None = None) -> str:
     options: dict[str, object] = {
         **dict(zip(PORT_OPTIONS, ports, strict=True)),
         "runtime": "binary",
@@ -101,6 +105,11 @@ def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
     # Webhooks (the hub's) are called at an endpoint of their Service, not its cluster IP
     # (host processes have no cluster IP routing; with real nodes it saves a hop).
     apiserver_args = {"enable-aggregator-routing": "true"}
+    if pki is not None:
+        # The API server's client certificate for kubelets: the agents' kubelet endpoints
+        # (member_agent.kubelet_endpoint) accept only what the cluster's CA signed.
+        apiserver_args.update({"kubelet-client-certificate": str(pki / "admin.crt"),
+                               "kubelet-client-key": str(pki / "admin.key")})
     patches: list[dict[str, object]] = []
     if real:
         options["kubeApiserverCertSANs"] = list(real.cert_sans)
@@ -121,6 +130,9 @@ def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
     docs: list[object] = [config]
     if member:
         docs.extend(d for d in yaml.safe_load_all(STAGES.read_text()) if d)
+        docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+                     "metadata": {"name": "fleet-pod-log"},
+                     "spec": {"logs": [{"logsFile": str(POD_LOG)}]}})
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -159,7 +171,8 @@ class Kwokctl:
                      real: RealNodeSettings | None = None) -> subprocess.Popen[bytes]:
         config = self.workdir / f"{name}.kwokctl.yaml"
         config.write_text(kwokctl_config(self.binaries, member=member, ports=ports,
-                                         audit_policy=audit_policy, real=real))
+                                         audit_policy=audit_policy, real=real,
+                                         pki=self.pki(name)))
         scratch = self.workdir / f"{name}.kwokctl-kubeconfig"
         return subprocess.Popen(
             [self.binaries["kwokctl"], "create", "cluster", "--name", name, "--config", str(config),

@@ -6,30 +6,17 @@
 # Prints the binary directory on stdout (progress goes to stderr).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
+. "$here/common.sh"
 
 # Bump when the way binaries are built changes (flags, tags); the pins are the go.mod/go.sum files.
 recipe=1
 stamp=$( (echo "recipe $recipe"; cat "$here"/k8s/go.mod "$here"/k8s/go.sum "$here"/etcd/go.mod \
           "$here"/etcd/go.sum "$here"/kwok/go.mod "$here"/kwok/go.sum) | sha256sum | cut -c1-16)
-cache_root=${FLEET_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet/bin}
 out="$cache_root/$stamp"
-binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
-
-have_all() { for b in "${binaries[@]}"; do [ -x "$out/$b" ] || return 1; done; }
-if have_all; then echo "$out"; exit 0; fi
-
-command -v go >/dev/null || { echo "build.sh: the Go toolchain (go >= 1.26) is required" >&2; exit 1; }
-mkdir -p "$out.partial"
-start=$(date +%s)
-log() { echo "[toolchain $(( $(date +%s) - start ))s] $*" >&2; }
-
-k8s_version=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\).*/\1/p' "$here/k8s/go.mod")
-minor=$(echo "$k8s_version" | cut -d. -f2)
-pkg=k8s.io/component-base/version
-ldflags="-s -w -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
- -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z \
- -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
+start_build build.sh "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl etcd \
+  kwok kwokctl
+k8s_version=$(kubernetes_of "$here/k8s/go.mod")
+ldflags=$(k8s_ldflags "$k8s_version")
 
 log "building etcd"
 (cd "$here/etcd" && go build -trimpath -o "$out.partial/etcd" go.etcd.io/etcd/server/v3)
@@ -40,6 +27,4 @@ log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $
 (cd "$here/k8s" && go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags "$ldflags" \
    -o "$out.partial/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
-rm -rf "$out" && mv "$out.partial" "$out"
-log "done: $out"
-echo "$out"
+finish_build "$out"

@@ -7,6 +7,8 @@ model never has to be written back: controllers forward raw manifests, not re-se
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -48,6 +50,21 @@ class ObjectMeta(KubeModel):
     annotations: dict[str, str] = Field(default_factory=dict)
     finalizers: list[str] = Field(default_factory=list)
     owner_references: list[OwnerReference] = Field(default_factory=list)
+
+
+SpecT = TypeVar("SpecT", bound=KubeModel)
+StatusT = TypeVar("StatusT", bound=KubeModel)
+
+
+class CustomResource(KubeModel, Generic[SpecT, StatusT]):
+    """An object of a custom resource as the API server keeps it; subclasses give the
+    defaults of ``apiVersion`` and ``kind``."""
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpecT
+    status: StatusT | None = None
 
 
 class Condition(KubeModel):

@@ -11,59 +11,32 @@ reports are integers in canonical units (cpu in millicores, memory in bytes, dev
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from fleet.api.base import Condition, KubeModel, ObjectMeta
-from fleet.api.pods import ITEMS_PRESERVED, PRESERVE
+from fleet.api import limits
+from fleet.api.base import Condition, CustomResource, KubeModel
+from fleet.api.pods import ITEMS_PRESERVED, MAX_CONTAINERS, PRESERVE
 from fleet.api.policy import TaintEffect
+from fleet.api.protocol import (
+    AGENT_FINALIZER,
+    AGENT_HEARTBEAT,
+    API_VERSION,
+    HEALTHY,
+    HEARTBEAT_LEASE,
+    MEMBER_FAILURE_REASONS,
+    PLACEMENT_GENERATION,
+    REPLICA_FAILURE,
+    member_namespace,
+    placement_generation,
+)
 
-MEMBER_NAMESPACE_PREFIX = "fleet-member-"
-AGENT_HEARTBEAT = "fleet.sh/agent-heartbeat"  # label of the Lease each agent renews
-HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
-# On every Work from its creation: the member's agent removes it once it has taken the Work's
-# objects off the member (the hub drops it itself for a member it has lost).
-AGENT_FINALIZER = "fleet.sh/agent"
-
-# Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
-# keeps it on the job (this annotation, written by the bind, which is guarded by the job's
-# resourceVersion, so it only ever grows); each Work carries it (``spec.placement.generation``)
-# and the member job the agent applies carries it (this annotation). An agent runs a member job
-# only while a Work of its generation exists in its hub namespace, and removes it otherwise.
-PLACEMENT_GENERATION = "fleet.sh/placement-generation"
-
-# A Work's health, written by the agent: ``Healthy`` False counts toward application failover.
-# Its reason says why; these reasons are member-side failures the hub also shows on the job as
-# a ``ReplicaFailure`` condition and an event naming the member.
-HEALTHY = "Healthy"
-REPLICA_FAILURE = "ReplicaFailure"
-MEMBER_FAILURE_REASONS = frozenset({
-    "PriorityClassNotFound",  # the pod names a PriorityClass the member does not have
-    "MemberQuotaExceeded",  # a ResourceQuota on the member refuses the pod
-    "AdmissionDenied",  # an admission webhook or policy on the member refuses it
-    "Forbidden",  # any other 403 on pod creation
-    "Invalid",  # the member's API server finds the pod invalid (422, 400)
-    "PodCreateRefused",  # another permanent refusal of the pod
-    "ImagePullFailed",  # the member's nodes cannot pull the image
-    "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
-})
-
-
-def placement_generation(meta: Mapping[str, Any]) -> int:
-    """The placement generation in an object's annotations; 0 for objects placed before
-    fencing existed (a Work without one carries 0 too, so they still match)."""
-    text = (meta.get("annotations") or {}).get(PLACEMENT_GENERATION)
-    try:
-        return max(0, int(text)) if text is not None else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def member_namespace(cluster: str) -> str:
-    return f"{MEMBER_NAMESPACE_PREFIX}{cluster}"
+# Kept importable from here for the modules that name them through this one.
+__all__ = ["AGENT_FINALIZER", "AGENT_HEARTBEAT", "HEALTHY", "HEARTBEAT_LEASE",
+           "MEMBER_FAILURE_REASONS", "PLACEMENT_GENERATION", "REPLICA_FAILURE",
+           "member_namespace", "placement_generation"]
 
 
 class Taint(KubeModel):
@@ -103,6 +76,11 @@ class ClusterCapacity(KubeModel):
         default_factory=list, description="The Works holding nodes (counted as not free).")
 
 
+class KubeletEndpoint(KubeModel):
+    address: str = Field(min_length=1, max_length=limits.MAX_NAME)
+    port: int = Field(ge=1, le=65535)
+
+
 CONDITIONS_BY_TYPE: JsonDict = {"x-kubernetes-list-type": "map",
                                 "x-kubernetes-list-map-keys": ["type"]}
 
@@ -117,14 +95,16 @@ class MemberClusterStatus(KubeModel):
     capacity: ClusterCapacity | None = None
     ready_nodes: int | None = None
     free_gpus: int | None = None
+    kubelet_endpoint: KubeletEndpoint | None = Field(
+        default=None,
+        description="Where the agent serves its pods' logs to the hub's API server, as a "
+                    "kubelet does (the address and port of the member's node on the hub).")
 
 
-class MemberCluster(KubeModel):
-    api_version: str = "fleet.sh/v1alpha1"
+class MemberCluster(CustomResource[MemberClusterSpec, MemberClusterStatus]):
+    api_version: str = API_VERSION
     kind: str = "MemberCluster"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: MemberClusterSpec = Field(default_factory=MemberClusterSpec)
-    status: MemberClusterStatus | None = None
 
 
 class JobReference(KubeModel):
@@ -166,6 +146,11 @@ class WorkSpec(KubeModel):
 
 class PodSummary(KubeModel):
     name: str
+    labels: dict[str, str] | None = Field(
+        default=None, max_length=limits.MAX_METADATA_ENTRIES,
+        description="The member pod's labels: the hub's mirror of the pod carries them.")
+    containers: list[str] | None = Field(
+        default=None, max_length=MAX_CONTAINERS, description="Names of its containers.")
     role: str | None = None
     phase: str | None = None
     ready: bool | None = None
@@ -187,9 +172,6 @@ class WorkStatus(KubeModel):
     observed_generation: int | None = None
 
 
-class Work(KubeModel):
-    api_version: str = "fleet.sh/v1alpha1"
+class Work(CustomResource[WorkSpec, WorkStatus]):
+    api_version: str = API_VERSION
     kind: str = "Work"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: WorkSpec
-    status: WorkStatus | None = None

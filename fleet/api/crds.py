@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from fleet.api import cluster, kubeflow, policy, quota, t9k
+from fleet.api.protocol import GROUP
 from fleet.api.schema import structural_schema
 
 
@@ -103,7 +104,7 @@ class CRD:
 KUBEFLOW = "kubeflow.org"
 T9K = "batch.tensorstack.dev"
 POLICY = "policy.one.alibabacloud.com"
-FLEET = "fleet.sh"
+FLEET = GROUP
 JOB_COLUMNS_KUBEFLOW = (KUBEFLOW_STATE, AGE, PLACEMENT)
 JOB_COLUMNS_T9K = (T9K_STATE, AGE, PLACEMENT)
 

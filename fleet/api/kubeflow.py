@@ -7,14 +7,16 @@ manifests written for it apply unchanged. Replica-type keys are validated by CEL
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 from pydantic.config import JsonDict, JsonValue
 
 from fleet.api import limits
-from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.pods import PodTemplateSpec
+
+KUBEFLOW_V1 = "kubeflow.org/v1"
 
 
 class RestartPolicy(StrEnum):
@@ -130,6 +132,14 @@ def _exactly_one(field: str, role: str) -> JsonDict:
 
 
 MAX_REPLICA_TYPES = limits.MAX_REPLICA_TYPES
+
+
+def _replica_specs(rules: JsonDict, description: str) -> Any:
+    """A required map of replica specs by type, at least one and at most the cap of types,
+    checked by ``rules``."""
+    return Field(min_length=1, max_length=MAX_REPLICA_TYPES, json_schema_extra=rules,
+                 description=description)
+
 PYTORCH_TYPES = ("Master", "Worker")
 TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 MPI_TYPES = ("Launcher", "Worker")
@@ -143,28 +153,18 @@ class ElasticPolicy(KubeModel):
 
 
 class PyTorchJobSpec(KubeModel):
-    pytorch_replica_specs: Annotated[
-        dict[str, ReplicaSpec],
-        Field(
-            min_length=1,
-            max_length=MAX_REPLICA_TYPES,
-            json_schema_extra=_replica_rules(
-                "spec.pytorchReplicaSpecs", PYTORCH_TYPES, "pytorch",
-                _exactly_one("spec.pytorchReplicaSpecs", "Master")),
-            description="Master (at most 1 replica) and Worker replica specs.",
-        ),
-    ]
+    pytorch_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        _replica_rules("spec.pytorchReplicaSpecs", PYTORCH_TYPES, "pytorch",
+                       _exactly_one("spec.pytorchReplicaSpecs", "Master")),
+        "Master (at most 1 replica) and Worker replica specs.")
     run_policy: RunPolicy | None = None
     elastic_policy: ElasticPolicy | None = None
     nproc_per_node: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
-class PyTorchJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class PyTorchJob(CustomResource[PyTorchJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "PyTorchJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: PyTorchJobSpec
-    status: JobStatus | None = None
 
 
 class SuccessPolicy(StrEnum):
@@ -173,31 +173,21 @@ class SuccessPolicy(StrEnum):
 
 
 class TFJobSpec(KubeModel):
-    tf_replica_specs: Annotated[
-        dict[str, ReplicaSpec],
-        Field(
-            min_length=1,
-            max_length=MAX_REPLICA_TYPES,
-            json_schema_extra=_replica_rules(
-                "spec.tfReplicaSpecs", TF_TYPES, "tensorflow",
-                _rule("!('Chief' in self && 'Master' in self)",
-                      "spec.tfReplicaSpecs: Chief and Master are one role; set only one"),
-                _exactly_one("spec.tfReplicaSpecs", "Chief"),
-                _exactly_one("spec.tfReplicaSpecs", "Master")),
-            description="Chief (or Master), Worker, PS and Evaluator replica specs.",
-        ),
-    ]
+    tf_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        _replica_rules("spec.tfReplicaSpecs", TF_TYPES, "tensorflow",
+                       _rule("!('Chief' in self && 'Master' in self)",
+                             "spec.tfReplicaSpecs: Chief and Master are one role; set only one"),
+                       _exactly_one("spec.tfReplicaSpecs", "Chief"),
+                       _exactly_one("spec.tfReplicaSpecs", "Master")),
+        "Chief (or Master), Worker, PS and Evaluator replica specs.")
     run_policy: RunPolicy | None = None
     success_policy: SuccessPolicy | None = None
     enable_dynamic_worker: bool | None = None
 
 
-class TFJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class TFJob(CustomResource[TFJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "TFJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TFJobSpec
-    status: JobStatus | None = None
 
 
 class MPIJobSpec(KubeModel):
@@ -208,28 +198,19 @@ class MPIJobSpec(KubeModel):
     clean_pod_policy: CleanPodPolicy | None = Field(
         default=None, description="Deprecated: use runPolicy.cleanPodPolicy."
     )
-    mpi_replica_specs: Annotated[
-        dict[str, ReplicaSpec],
-        Field(
-            min_length=1,
-            max_length=MAX_REPLICA_TYPES,
-            json_schema_extra={"x-kubernetes-validations": [
-                _rule("self.all(k, k in ['Launcher', 'Worker'])",
-                      "spec.mpiReplicaSpecs: replica type must be one of Launcher, Worker"),
-                _rule("'Launcher' in self", "spec.mpiReplicaSpecs.Launcher: is required"),
-                _total_replicas("spec.mpiReplicaSpecs"),
-                _exactly_one("spec.mpiReplicaSpecs", "Launcher"),
-            ]},
-            description="Launcher (exactly 1 replica) and Worker replica specs.",
-        ),
-    ]
+    mpi_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        {"x-kubernetes-validations": [
+            _rule("self.all(k, k in ['Launcher', 'Worker'])",
+                  "spec.mpiReplicaSpecs: replica type must be one of Launcher, Worker"),
+            _rule("'Launcher' in self", "spec.mpiReplicaSpecs.Launcher: is required"),
+            _total_replicas("spec.mpiReplicaSpecs"),
+            _exactly_one("spec.mpiReplicaSpecs", "Launcher"),
+        ]},
+        "Launcher (exactly 1 replica) and Worker replica specs.")
     run_policy: RunPolicy | None = None
     main_container: str | None = Field(default=None, max_length=limits.MAX_LABEL_VALUE)
 
 
-class MPIJob(KubeModel):
-    api_version: str = "kubeflow.org/v1"
+class MPIJob(CustomResource[MPIJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
     kind: str = "MPIJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MPIJobSpec
-    status: JobStatus | None = None

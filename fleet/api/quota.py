@@ -14,7 +14,7 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from fleet.api import limits
-from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.pods import PlainResourceMap
 
 _NODE_RULES: JsonDict = {
@@ -53,12 +53,9 @@ class ElasticQuotaTreeStatus(KubeModel):
     queues: int | None = None
 
 
-class ElasticQuotaTree(KubeModel):
+class ElasticQuotaTree(CustomResource[ElasticQuotaTreeSpec, ElasticQuotaTreeStatus]):
     api_version: str = "scheduling.sigs.k8s.io/v1beta1"
     kind: str = "ElasticQuotaTree"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: ElasticQuotaTreeSpec
-    status: ElasticQuotaTreeStatus | None = None
 
 
 class QueuePolicy(StrEnum):
@@ -89,12 +86,10 @@ class QueueStatus(KubeModel):
     usage: str | None = Field(default=None, description="One-line summary for kubectl get.")
 
 
-class Queue(KubeModel):
+class Queue(CustomResource[QueueSpec, QueueStatus]):
     api_version: str = "scheduling.x-k8s.io/v1alpha1"
     kind: str = "Queue"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: QueueSpec = Field(default_factory=QueueSpec)
-    status: Annotated[QueueStatus | None, Field()] = None
 
 
 

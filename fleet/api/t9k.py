@@ -14,9 +14,11 @@ from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict, JsonValue
 
 from fleet.api import limits
-from fleet.api.base import Condition, KubeModel, ObjectMeta
+from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.kubeflow import QueueInfo, RestartPolicy
 from fleet.api.pods import ITEMS_PRESERVED, PRESERVE, Arguments, OpenModel, PodTemplateSpec
+
+T9K_V1BETA1 = "batch.tensorstack.dev/v1beta1"
 
 
 class T9kScheduler(KubeModel):
@@ -155,12 +157,9 @@ class MPIJobSpec(KubeModel):
     run_mode: RunMode | None = None
 
 
-class MPIJob(KubeModel):
-    api_version: str = "batch.tensorstack.dev/v1beta1"
+class MPIJob(CustomResource[MPIJobSpec, T9kStatus]):
+    api_version: str = T9K_V1BETA1
     kind: str = "MPIJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MPIJobSpec
-    status: T9kStatus | None = None
 
 
 class TFReplicaType(StrEnum):
@@ -234,9 +233,6 @@ class TensorFlowTrainingJobSpec(KubeModel):
     run_mode: RunMode | None = None
 
 
-class TensorFlowTrainingJob(KubeModel):
-    api_version: str = "batch.tensorstack.dev/v1beta1"
+class TensorFlowTrainingJob(CustomResource[TensorFlowTrainingJobSpec, T9kStatus]):
+    api_version: str = T9K_V1BETA1
     kind: str = "TensorFlowTrainingJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TensorFlowTrainingJobSpec
-    status: T9kStatus | None = None

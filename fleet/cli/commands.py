@@ -11,7 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from fleet.api import protocol
 from fleet.api.cluster import HEARTBEAT_LEASE, member_namespace
+from fleet.api.protocol import MIRROR_OF
 from fleet.api.quantity import CPU, GPU, MEMORY, format_canonical
 from fleet.cli import kinds, output
 from fleet.cli.config import CliError, Target
@@ -22,7 +24,6 @@ from fleet.kinds import adapter_for
 
 Body = dict[str, Any]
 QUEUE_NAMESPACE = "kube-queue"
-PLACEMENT = "fleet.sh/placement"
 LEADERS = ("master", "chief", "launcher")
 
 
@@ -126,12 +127,11 @@ def get_jobs(target: Target, resource: r.Resource, name: str | None, selector: s
                              output.age(meta.get("creationTimestamp"), now), "-"]
                             + (["-"] if wide else []))
             for work in shares:
-                status = work.get("status") or {}
                 placement = work["spec"]["placement"]
                 rows.append([*lead, meta["name"], placement["cluster"],
-                             status.get("state") or "Pending",
+                             protocol.work_state(work),
                              output.age(meta.get("creationTimestamp"), now),
-                             "Y" if status.get("applied") else "N"]
+                             "Y" if protocol.is_applied(work) else "N"]
                             + ([replicas_text(placement.get("replicas") or {})] if wide else []))
         return output.table(header, rows)
     header = [*prefix, "NAME", "STATE", "CLUSTERS", "QUEUE", "AGE"] + (
@@ -157,7 +157,7 @@ def get_pods(target: Target, selector: str | None, fmt: str, now: datetime) -> s
     if selector:
         wanted = {j["metadata"]["uid"] for resource in r.JOB_KINDS
                   for j in hub.list(resource, namespace, label_selector=selector)[0]}
-    pods: list[tuple[Body, Body]] = []
+    pods: list[tuple[Body, Mapping[str, Any]]] = []
     for work in sorted(works, key=lambda w: (w["spec"]["placement"]["cluster"],
                                              w["metadata"]["name"])):
         job = work["spec"]["job"]
@@ -165,7 +165,7 @@ def get_pods(target: Target, selector: str | None, fmt: str, now: datetime) -> s
             continue
         if wanted is not None and job["uid"] not in wanted:
             continue
-        for pod in (work.get("status") or {}).get("pods") or []:
+        for pod in protocol.reported_pods(work):
             pods.append((work, pod))
     if fmt in ("json", "yaml", "name"):
         return output.objects([_pod_object(w, p) for w, p in pods], fmt)
@@ -189,7 +189,7 @@ def _pod_object(work: Mapping[str, Any], pod: Mapping[str, Any]) -> Body:
     job = work["spec"]["job"]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod["name"], "namespace": job["namespace"],
-                         "labels": {"fleet.sh/cluster": work["spec"]["placement"]["cluster"]}},
+                         "labels": {protocol.CLUSTER_LABEL: work["spec"]["placement"]["cluster"]}},
             "status": dict(pod)}
 
 
@@ -309,8 +309,7 @@ def get_works(target: Target, name: str | None, selector: str | None, fmt: str,
     rows = [[w["metadata"]["namespace"], w["metadata"]["name"],
              f"{w['spec']['job']['kind'].lower()}/{w['spec']['job']['namespace']}/"
              f"{w['spec']['job']['name']}", w["spec"]["placement"]["cluster"],
-             "Y" if (w.get("status") or {}).get("applied") else "N",
-             (w.get("status") or {}).get("state") or "Pending",
+             "Y" if protocol.is_applied(w) else "N", protocol.work_state(w),
              output.age(w["metadata"].get("creationTimestamp"), now)] for w in works]
     return output.table(["NAMESPACE", "NAME", "JOB", "CLUSTER", "APPLIED", "STATE", "AGE"], rows)
 
@@ -331,11 +330,10 @@ def explain(job: Mapping[str, Any], works: Sequence[Mapping[str, Any]], now: dat
         parts = []
         for work in works:
             placement = work["spec"]["placement"]
-            status = work.get("status") or {}
-            pods = status.get("pods") or []
+            pods = protocol.reported_pods(work)
             running = sum(1 for p in pods if p.get("phase") == "Running")
             parts.append(f"{placement['cluster']} ({replicas_text(placement.get('replicas') or {})}"
-                         f"; {status.get('state') or 'not applied yet'}, "
+                         f"; {protocol.work_state(work, 'not applied yet')}, "
                          f"{running}/{len(pods)} pods running)")
         return f"{label} is {state}: placed on " + ", ".join(parts)
     if state in ("Succeeded", "Failed", "Completed"):
@@ -371,17 +369,17 @@ def describe(target: Target, ref: Sequence[str], now: datetime) -> str:
     lines.append("Placement:")
     placement_rows = []
     for work in works:
-        placement, status = work["spec"]["placement"], work.get("status") or {}
+        placement = work["spec"]["placement"]
         placement_rows.append([placement["cluster"],
                                replicas_text(placement.get("replicas") or {}),
-                               "Y" if status.get("applied") else "N",
-                               status.get("state") or "Pending", work["metadata"]["name"]])
+                               "Y" if protocol.is_applied(work) else "N",
+                               protocol.work_state(work), work["metadata"]["name"]])
     lines.append(_indent(output.table(["CLUSTER", "REPLICAS", "APPLIED", "STATE", "WORK"],
                                       placement_rows) if placement_rows else "<none>"))
     lines.append("Replicas:")
     pod_rows = []
     for work in works:
-        for pod in (work.get("status") or {}).get("pods") or []:
+        for pod in protocol.reported_pods(work):
             pod_rows.append([pod["name"], pod.get("role") or "-",
                              work["spec"]["placement"]["cluster"], pod.get("node") or "<none>",
                              pod_status(pod), "1/1" if pod.get("ready") else "0/1",
@@ -422,7 +420,7 @@ def choose_pod(works: Sequence[Mapping[str, Any]], replica: str | None) -> tuple
     """(cluster, pod summary) of ``replica`` (``worker-1``, ``master-0``): the pod whose name
     ends with it; by default the leader (master, chief, launcher), else the first pod."""
     candidates = [(w["spec"]["placement"]["cluster"], dict(p)) for w in works
-                  for p in (w.get("status") or {}).get("pods") or []]
+                  for p in protocol.reported_pods(w)]
     if not candidates:
         raise CliError("the job has no pods reported by its members yet")
     if replica:
@@ -439,17 +437,24 @@ def choose_pod(works: Sequence[Mapping[str, Any]], replica: str | None) -> tuple
 
 
 def logs(target: Target, ref: Sequence[str], replica: str | None, container: str | None,
-         follow: bool, tail: int | None, out: TextIO = sys.stdout) -> None:
+         follow: bool, tail: int | None, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up per call: a default bound at import misses redirection
     job = find_job(target, ref)
     works = works_by_job(target.hub()).get(job["metadata"]["uid"], [])
     if not works:
         raise CliError(f"{output.name_of(job)} is not placed on any member yet")
     cluster, pod = choose_pod(works, replica)
-    member = target.member(cluster)
+    namespace = job["metadata"]["namespace"]
+    # A mirrored pod's log comes through the hub (its API server asks the member's agent),
+    # as ``kubectl logs`` gets it: no member credentials needed. Else from the member.
+    hub = target.hub()
+    mirror = hub.get_or_none(r.PODS, pod["name"], namespace)
+    source = hub if mirror is not None and (mirror["metadata"].get("labels") or {}).get(
+        MIRROR_OF) == cluster else target.member(cluster)
     query = {"container": container, "follow": "true" if follow else None,
              "tailLines": tail}
     try:
-        for chunk in _stream(member, pod["name"], job["metadata"]["namespace"], query):
+        for chunk in _stream(source, pod["name"], namespace, query):
             out.write(chunk)
             out.flush()
     except errors.ApiError as exc:

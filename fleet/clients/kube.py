@@ -146,6 +146,12 @@ class Kube:
         self._sleep: Callable[[float], None] = time.sleep
         self.warnings: list[str] = []  # the API server's warnings for the last request
 
+    @property
+    def ca_file(self) -> str | None:
+        """The file of the CA this client trusts for its API server (kubeconfig data is
+        written to a temporary file by the kubernetes client)."""
+        return cast(str | None, self._api.configuration.ssl_ca_cert)
+
     def close(self) -> None:
         self._api.close()
 

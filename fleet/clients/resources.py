@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleet.api.protocol import GROUP
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -63,9 +65,9 @@ SELFSUBJECTRULESREVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectrul
 SELFSUBJECTACCESSREVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                                     namespaced=False, kind="SelfSubjectAccessReview")
 
-MEMBERCLUSTERS = Resource("fleet.sh", "v1alpha1", "memberclusters", namespaced=False,
+MEMBERCLUSTERS = Resource(GROUP, "v1alpha1", "memberclusters", namespaced=False,
                           kind="MemberCluster")
-WORKS = Resource("fleet.sh", "v1alpha1", "works", kind="Work")
+WORKS = Resource(GROUP, "v1alpha1", "works", kind="Work")
 PROPAGATIONPOLICIES = Resource("policy.one.alibabacloud.com", "v1alpha1", "propagationpolicies",
                                kind="PropagationPolicy")
 CLUSTERPROPAGATIONPOLICIES = Resource("policy.one.alibabacloud.com", "v1alpha1",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from fleet.api import protocol
 from fleet.hub.cache import Snapshot
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
@@ -43,14 +44,13 @@ def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
         held |= {(body["metadata"]["name"], w) for w in capacity.get("reservedFor") or []}
     out: dict[str, list[Mapping[str, Any]]] = {}
     for work in snap.works.values():
-        status = work.get("status") or {}
-        if status.get("state") in ("Succeeded", "Failed") or work["metadata"].get(
+        if protocol.work_state(work) in ("Succeeded", "Failed") or work["metadata"].get(
                 "deletionTimestamp"):
             continue
         cluster = work["spec"]["placement"]["cluster"]
         if (cluster, work["metadata"]["name"]) in held:
             continue
-        bound, seen = parse_time(status.get("boundTime")), observed.get(cluster)
+        bound, seen = parse_time(protocol.bound_time(work)), observed.get(cluster)
         if bound is not None and seen is not None and seen >= bound:
             continue
         out.setdefault(cluster, []).append(work)

@@ -6,17 +6,18 @@ event arriving mid-pass cannot change the inputs of a decision half-way.
 
 from __future__ import annotations
 
-import copy
 import functools
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.api.cluster import HEARTBEAT_LEASE, member_namespace
+from fleet.api import protocol
+from fleet.api.protocol import HEARTBEAT_LEASE, member_namespace
 
 Body = dict[str, Any]
-EVICTING = "fleet.sh/evict-after"
+EVICTING = protocol.EVICT_AFTER  # named through this module by the scheduler
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
 (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES,
@@ -76,10 +77,10 @@ class Cache:
                 meta.get("name", ""))
 
     def upsert(self, store: str, body: Mapping[str, Any]) -> None:
-        item = copy.deepcopy({k: v for k, v in body.items() if k != "metadata"})
+        item = {k: compact(v) for k, v in body.items() if k != "metadata"}
         # managedFields are most of an object's bytes and no decision reads them
-        item["metadata"] = copy.deepcopy({k: v for k, v in (body.get("metadata") or {}).items()
-                                          if k != "managedFields"})
+        item["metadata"] = {k: compact(v) for k, v in (body.get("metadata") or {}).items()
+                            if k != "managedFields"}
         key = self.key(item)
         with self._lock:
             old = self._stores[store].get(key)
@@ -125,6 +126,22 @@ class Cache:
 
     def poke(self) -> None:
         self._changed.set()
+
+
+INTERN_BELOW = 64  # strings shorter than this are shared between the cached objects
+
+
+def compact(value: Any) -> Any:
+    """A deep copy of a JSON value whose keys and short strings are interned: ten thousand
+    jobs repeat the same keys and most of the same values, and a copy of each per object was
+    most of the hub's memory."""
+    if isinstance(value, Mapping):
+        return {sys.intern(k) if isinstance(k, str) else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) < INTERN_BELOW:
+        return sys.intern(value)
+    return value
 
 
 def _rv(body: Mapping[str, Any]) -> int:

@@ -13,20 +13,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.api.cluster import PLACEMENT_GENERATION, placement_generation
+from fleet.api import protocol as p
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
 from fleet.clients.patches import merge_diff
-from fleet.hub import works as w
-from fleet.hub.cache import EVICTING
 from fleet.kinds.base import KindAdapter
 from fleet.kinds.deps import CONFIGMAP, PVC, SECRET, dependency_manifest
 
 log = logging.getLogger(__name__)
 COMPONENT = "fleet-hub"
-ADMITTED_AT = "fleet.sh/admitted-at"
-REQUEUE = "fleet.sh/requeue"
+# Named through this module by the queueing code.
+ADMITTED_AT, REQUEUE = p.ADMITTED_AT, p.REQUEUE
 
 
 def now_text() -> str:
@@ -47,13 +45,13 @@ class Dispatcher:
         bind; unbinding keeps it, so a re-placement gets a higher one."""
         meta = job["metadata"]
         finalizers = list(meta.get("finalizers") or [])
-        if w.FINALIZER not in finalizers:
-            finalizers.append(w.FINALIZER)
+        if p.FINALIZER not in finalizers:
+            finalizers.append(p.FINALIZER)
         patch = {"metadata": {
             "resourceVersion": meta["resourceVersion"],
             "finalizers": finalizers,
-            "annotations": {w.PLACEMENT: placement, w.CLUSTERS: ",".join(clusters),
-                            PLACEMENT_GENERATION: str(placement_generation(meta) + 1),
+            "annotations": {p.PLACEMENT: placement, p.CLUSTERS: ",".join(clusters),
+                            p.PLACEMENT_GENERATION: str(p.placement_generation(meta) + 1),
                             **(extra or {})},
         }}
         try:
@@ -65,9 +63,9 @@ class Dispatcher:
                extra: Mapping[str, str] | None = None) -> Body | None:
         """Forget the placement (and the admission and requeue marks): pending again."""
         meta = job["metadata"]
-        finalizers = [f for f in meta.get("finalizers") or [] if f != w.FINALIZER]
+        finalizers = [f for f in meta.get("finalizers") or [] if f != p.FINALIZER]
         patch = {"metadata": {"finalizers": finalizers, "annotations": {
-            w.PLACEMENT: None, w.CLUSTERS: None, ADMITTED_AT: None, REQUEUE: None,
+            p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.REQUEUE: None,
             **(extra or {})}}}
         try:
             return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
@@ -79,7 +77,7 @@ class Dispatcher:
         """Mark a bound job to go back to its queue; its Works are deleted next."""
         meta = job["metadata"]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {REQUEUE: reason, **(extra or {})}}}
+                              "annotations": {p.REQUEUE: reason, **(extra or {})}}}
         try:
             self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
         except (errors.Conflict, errors.NotFound):
@@ -117,11 +115,12 @@ class Dispatcher:
                                              body["metadata"]["namespace"])
                     if existing["spec"]["job"]["uid"] != body["spec"]["job"]["uid"]:
                         raise
-                    if _generation(existing) != _generation(body):
+                    older = p.work_generation(existing)
+                    if older != p.work_generation(body):
                         # a Work of an earlier placement still going: never adopt it (its
                         # member copy is fenced off); roll back and decide again once it is gone
                         raise errors.Conflict(409, "Conflict", "work of placement generation "
-                                              f"{_generation(existing)} still exists") from None
+                                              f"{older} still exists") from None
         except errors.ApiError:
             for work in created:
                 self.delete_work(work)
@@ -131,16 +130,16 @@ class Dispatcher:
     def evict(self, work: Mapping[str, Any], deadline: str) -> None:
         """Detach a Work from the job's placement; it is deleted once the job runs elsewhere
         or at ``deadline`` (purge mode Graciously)."""
-        self._annotate_work(work, {EVICTING: deadline})
+        self._annotate_work(work, {p.EVICT_AFTER: deadline})
 
     def set_purge_mode(self, work: Mapping[str, Any], mode: str) -> None:
-        self._annotate_work(work, {w.PURGE_MODE: mode})
+        self._annotate_work(work, {p.PURGE_MODE: mode})
 
     def update_work(self, work: Mapping[str, Any], manifest: Body, generation: str) -> Body | None:
         """Replace the Work's job manifest (a spec change on the hub); None on conflict."""
         meta = work["metadata"]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {w.JOB_GENERATION: generation}},
+                              "annotations": {p.JOB_GENERATION: generation}},
                  "spec": {"manifests": [manifest, *work["spec"]["manifests"][1:]]}}
         try:
             return self.kube.patch(r.WORKS, meta["name"], patch, meta["namespace"])
@@ -152,7 +151,7 @@ class Dispatcher:
         others; conditions are a list keyed by type, so neither overwrites the other)."""
         try:
             self.kube.apply(r.MEMBERCLUSTERS, {
-                "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+                "apiVersion": p.API_VERSION, "kind": "MemberCluster",
                 "metadata": {"name": cluster}, "status": {"conditions": [condition]}},
                 field_manager=COMPONENT, subresource="status")
         except errors.ApiError as exc:
@@ -208,7 +207,7 @@ class Dispatcher:
     def release(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
         """The job's Works are gone: let its deletion finish."""
         meta = job["metadata"]
-        finalizers = [f for f in meta.get("finalizers") or [] if f != w.FINALIZER]
+        finalizers = [f for f in meta.get("finalizers") or [] if f != p.FINALIZER]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
                               "finalizers": finalizers}}
         try:
@@ -229,6 +228,3 @@ class Dispatcher:
               kind: str = "Normal") -> None:
         self.events.record(obj, reason, message, type=kind)
 
-
-def _generation(work: Mapping[str, Any]) -> int:
-    return int(work["spec"]["placement"].get("generation") or 0)

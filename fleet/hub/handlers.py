@@ -23,7 +23,7 @@ from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, webhook_tls
+from fleet.hub import admission, mirroring, webhook_tls
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
@@ -90,6 +90,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
                               os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90"))),
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
+    mirrors = mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
+    threading.Thread(target=mirrors.run, args=(_STOP,), name="mirrors", daemon=True).start()
     metrics.ready_when("started", lambda: True)
     log.info("hub scheduler started (fit mode %s)", fit.value)
 

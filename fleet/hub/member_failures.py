@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.api.cluster import HEALTHY, MEMBER_FAILURE_REASONS, REPLICA_FAILURE
+from fleet.api.protocol import HEALTHY, MEMBER_FAILURE_REASONS, REPLICA_FAILURE
 
 Body = dict[str, Any]
 MAX_MESSAGE = 1024

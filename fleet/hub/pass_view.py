@@ -17,6 +17,7 @@ from typing import Any
 
 from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
+from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
@@ -26,22 +27,30 @@ from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from planner.view import (
     FailoverSettings,
+    Hold,
     JobView,
     PassView,
     PolicyView,
+    PreemptionView,
     QuotaView,
     Stage,
     WorkView,
 )
+from preemption.model import Running
 from propagation.division import ClusterShare
 from propagation.matching import PolicyRef, governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand
 from quota.queues import queue_names
-from quota.tree import QuotaNode, walk
+from quota.tree import QuotaNode, leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
 MAX_REMEMBERED = 100_000  # parsed demands kept across passes (one per job spec)
+# Preemption: the planner runs for at most this many waiting jobs a pass (each walks the
+# running jobs), and the capacity freed for a preemptor is held this long at most.
+PREEMPTION_PLANS_PER_PASS = 3
+PREEMPTION_HOLD_SECONDS = 300.0
+PREEMPTION_RETRY_SECONDS = 5.0  # a job with no plan is planned for again after this long
 
 
 def failover_settings(spec: PropagationPolicySpec) -> FailoverSettings | None:
@@ -185,9 +194,12 @@ class ViewBuilder:
 
     def build(self, snap: Snapshot, now: datetime, now_text: str, jobs: Sequence[Body],
               clusters: Sequence[ClusterView], inflight: Mapping[str, Sequence[Resources]],
-              failed: Callable[[Body, Exception], None]) -> PassView:
+              failed: Callable[[Body, Exception], None],
+              holds: Mapping[str, Hold] | None = None,
+              retry_at: Mapping[str, float] | None = None) -> PassView:
         """The view of ``jobs`` (the ones to look at this pass, in creation order); a job that
-        cannot be read is left out and handed to ``failed``."""
+        cannot be read is left out and handed to ``failed``. ``holds`` and ``retry_at`` are
+        the preemption state the last plan left."""
         bodies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                   for b in (*snap.policies.values(), *snap.cluster_policies.values())}
         self._policies = {k: v for k, v in self._policies.items() if k in bodies}
@@ -203,8 +215,28 @@ class ViewBuilder:
         waiting = any(v.stage is Stage.WAITING for v in views)
         # Most passes (a status arrived) have nothing to place: assumed capacity only then.
         capacity = self._assumed.views(clusters, snap, inflight) if waiting else {}
+        quota = self.quota_view(snap, classes)
+        preemption = self.preemption_view(snap, now.timestamp(), views, classes, quota,
+                                          holds or {}, retry_at or {})
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
-                        lost_since(snap), self.quota_view(snap, classes))
+                        lost_since(snap), quota, preemption=preemption)
+
+    def preemption_view(self, snap: Snapshot, now: float, views: Sequence[JobView],
+                        classes: Mapping[str, int], quota: QuotaView | None,
+                        holds: Mapping[str, Hold], retry_at: Mapping[str, float]
+                        ) -> PreemptionView:
+        """The running jobs are read (a walk over every job) only when some waiting job
+        may plan a preemption this pass: above the lowest priority, not itself preempted,
+        not told a moment ago that there is no plan."""
+        floor = pv.lowest_priority(classes)
+        planning = any(v.stage is Stage.WAITING and v.priority > floor and not v.preempted_by
+                       and retry_at.get(v.uid, 0.0) <= now for v in views)
+        running: tuple[Running, ...] = ()
+        if planning:
+            leaves = leaves_by_namespace(quota.root) if quota is not None else {}
+            running = tuple(pv.running_jobs(snap, classes, leaves, self.demand))
+        return PreemptionView(running, floor, holds, retry_at, PREEMPTION_PLANS_PER_PASS,
+                              PREEMPTION_HOLD_SECONDS, PREEMPTION_RETRY_SECONDS)
 
     def job_view(self, job: Body, snap: Snapshot, policies: Mapping[tuple[str, str], Body],
                  refs: Sequence[PolicyRef], classes: Mapping[str, int]) -> JobView:
@@ -215,6 +247,8 @@ class ViewBuilder:
         key, uid = q.job_key(job), meta["uid"]
         finished = adapter.is_finished(job)
         view = JobView(key, uid, meta.get("creationTimestamp", ""), stage,
+                       priority=q.priority_of(job, classes),
+                       preempted_by=annotations.get(w.PREEMPTED_BY) or "",
                        requeue_reason=annotations.get(q.REQUEUE, ""),
                        dispatch_finalizer=w.FINALIZER in (meta.get("finalizers") or []),
                        finished=finished,

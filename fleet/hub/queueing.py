@@ -12,12 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.api.protocol import QUOTA_TREE_LABEL
 from fleet.api.quantity import format_canonical
 from fleet.hub import dispatch
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import adapter_for
+from fleet.kinds.deps import priority_class_manifest, priority_class_names
 from propagation.views import JobDemand
 from quota.amounts import MAX_JOBS
 from quota.engine import Holding, Job, QueuePolicy
@@ -37,25 +39,33 @@ def job_key(job: Mapping[str, Any]) -> str:
 
 def priority_of(job: Mapping[str, Any], classes: Mapping[str, int]) -> int:
     """T9k ``scheduler.t9kScheduler.priority``; else the highest PriorityClass that the
-    job's run policy or pod templates name; else the global default class; else 0."""
+    job's run policy or pod templates name; else the global default class; else 0. A
+    negative value makes the job opportunistic (:mod:`quota.priority`)."""
     spec = job.get("spec") or {}
     t9k = ((spec.get("scheduler") or {}).get("t9kScheduler") or {}).get("priority")
     if t9k is not None:
         return int(t9k)
-    names = []
-    policy_class = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get(
-        "priorityClass")
-    if policy_class:
-        names.append(policy_class)
-    adapter = adapter_for(job["apiVersion"], job["kind"])
-    for role in adapter.roles(job):
-        name = (role.template.get("spec") or {}).get("priorityClassName")
-        if name:
-            names.append(name)
-    values = [classes[n] for n in names if n in classes]
+    if not classes:
+        return 0  # no PriorityClass on the hub: nothing to look up in the templates
+    values = [classes[n] for n in _class_names(job) if n in classes]
     if values:
         return max(values)
     return classes.get("", 0)  # "" holds the globalDefault class's value
+
+
+def _class_names(job: Mapping[str, Any]) -> list[str]:
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    return priority_class_names(job, [role.template for role in adapter.roles(job)])
+
+
+def priority_class_manifests(job: Mapping[str, Any], snap: Snapshot) -> list[Body]:
+    """The hub's PriorityClasses that the job names, as its Works carry them to members
+    (a member without them would refuse every pod of the job)."""
+    names = _class_names(job)
+    if not names:
+        return []
+    bodies = {b["metadata"]["name"]: b for b in snap.priority_classes.values()}
+    return [priority_class_manifest(bodies[n]) for n in names if n in bodies]
 
 
 def priority_classes(snap: Snapshot) -> dict[str, int]:
@@ -139,7 +149,7 @@ def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, 
         out.append(QueueState(names[placed.path], placed.path, {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "Queue",
             "metadata": {"name": names[placed.path], "namespace": QUEUE_NAMESPACE,
-                         "labels": {"fleet.sh/quota-tree": tree["metadata"]["name"]}},
+                         "labels": {QUOTA_TREE_LABEL: tree["metadata"]["name"]}},
             "spec": {"tree": tree_ref, "path": list(placed.path)},
             "status": status,
         }))

@@ -31,11 +31,12 @@ from fleet.hub.views import cluster_view, heartbeat_of
 from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
 from planner import PassView, Plan, plan_pass
-from planner.view import Stage
+from planner.view import Hold, Stage
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
 log = logging.getLogger(__name__)
+STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class Scheduler:
         self.writer = Writer(self.cache, self.dispatcher, self.workers)
         self.views = ViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
         self._next_full_pass = 0.0
+        # What the last plan left for the next: capacity held for preemptors (by uid), and
+        # when to plan again for a job that had no plan. The planner itself keeps nothing.
+        self._holds: Mapping[str, Hold] = {}
+        self._retry_at: Mapping[str, float] = {}
+        self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -105,6 +111,7 @@ class Scheduler:
         started = time.perf_counter()
         plan = plan_pass(view)
         observe_plan(plan, time.perf_counter() - started)
+        self._holds, self._retry_at = plan.holds, plan.retry_at
         ctx = PassContext(snap, now, looked)
         self.mirror(view, ctx)
         self.writer.write(plan.intents, ctx)
@@ -140,7 +147,8 @@ class Scheduler:
         return self.views.build(
             snap, now, stamp or now_text(), jobs, clusters, assumed,
             lambda job, exc: self.writer.failures.failed(q.job_key(job),
-                                                         "job skipped this pass", exc))
+                                                         "job skipped this pass", exc),
+            self._holds, self._retry_at)
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes
@@ -160,20 +168,32 @@ class Scheduler:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
-        """Keep each MemberCluster's CapacityStale condition (the hub's own) current."""
+        """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The
+        writes go to the writer's pool, not the pass: at start-up every member needs one, and
+        a hundred applies in a row held up the first decisions. A condition sent is not sent
+        again until the cache shows it, or STALENESS_RESEND_SECONDS pass (a failed write)."""
+        sent = self._staleness_sent
         bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
         for view in views:
             conditions = ((bodies.get(view.name) or {}).get("status") or {}).get("conditions") \
                 or []
             current = next((c for c in conditions if c.get("type") == "CapacityStale"), None)
             wanted = "True" if view.stale_reason else "False"
-            if current is None or current.get("status") != wanted:
-                self.dispatcher.set_cluster_condition(view.name, {
-                    "type": "CapacityStale", "status": wanted,
-                    "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
-                    "message": view.stale_reason or "capacity report is current",
-                    "lastTransitionTime": now_text()})
-
+            if current is not None and current.get("status") == wanted:
+                sent.pop(view.name, None)
+                continue
+            last = sent.get(view.name)
+            if last is not None and last[0] == wanted and \
+                    time.monotonic() - last[1] < STALENESS_RESEND_SECONDS:
+                continue
+            sent[view.name] = (wanted, time.monotonic())
+            self.writer.submit(self.dispatcher.set_cluster_condition, view.name, {
+                "type": "CapacityStale", "status": wanted,
+                "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
+                "message": view.stale_reason or "capacity report is current",
+                "lastTransitionTime": now_text()})
+        for name in set(sent) - set(bodies):  # removed members
+            sent.pop(name)
 
 def observe_plan(plan: Plan, seconds: float) -> None:
     """Decision metrics. Division time is the pass's planning time shared among the jobs it

@@ -13,13 +13,14 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec
 
 from fleet import metrics
+from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
@@ -34,6 +35,7 @@ from planner.intents import (
     Expire,
     FailOver,
     Intent,
+    Preempt,
     QueueReport,
     Release,
     RemoveWorks,
@@ -46,6 +48,7 @@ from propagation.resources import Resources
 from quota.tree import leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
 # Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
 # on every pass.
 RUNNING_METRIC_SECONDS = 5.0
@@ -114,6 +117,10 @@ class Writer:
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
 
+    def submit(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+        """A write off the pass (the pass does not wait for it, nor see it fail)."""
+        self._pool.submit(write, *args, **kwargs)
+
     def inflight(self) -> dict[str, dict[str, list[Resources]]]:
         """Jobs (by uid) whose bind is being written, and what each spends per cluster."""
         with self._lock:
@@ -140,11 +147,13 @@ class Writer:
         adapter = adapter_for(job["apiVersion"], job["kind"])
         match intent:
             case Dispatch():
-                self.complete_dispatch(intent, job, adapter)
+                self.complete_dispatch(intent, job, adapter, ctx.snap)
             case Wait():
                 self.show_waiting(intent, job, adapter)
             case Requeue():
                 self.preempt(intent, job, adapter, ctx)
+            case Preempt():
+                self.preempt_for(intent, job, ctx)
             case FailOver():
                 self.fail_over(intent, job, adapter, ctx)
             case RemoveWorks():
@@ -153,8 +162,11 @@ class Writer:
                 unbound = self.dispatcher.unbind(job, adapter)
                 if unbound is not None:
                     self.cache.upsert("jobs", unbound)
-                    self.write_status(unbound, adapter, adapter.waiting_status(
-                        None, "Requeued", intent.reason, now_text()))
+                    preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
+                    self.write_status(unbound, adapter, pv.with_preempted(
+                        adapter.waiting_status(None, "Preempted" if preempted else "Requeued",
+                                               intent.reason, now_text()),
+                        unbound, now_text()))
             case Release():
                 self.dispatcher.release(job, adapter)
             case Expire():
@@ -181,6 +193,7 @@ class Writer:
                 w.PURGE_MODE: bind.purge_mode or None,
                 w.FAILOVER_SINCE: None,
                 w.FAILOVER_AVOID: None,
+                w.PREEMPTED_BY: None,
             }
             shares = placement_dicts(bind.shares)
             bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),
@@ -192,8 +205,7 @@ class Writer:
                 metrics.FAILOVER_SECONDS.observe((ctx.now - failed_over).total_seconds())
             bound_at = time.time()
             try:
-                deps = self.dispatcher.dependencies(bound, adapter) if bind.propagate_deps \
-                    else []
+                deps = self.dependencies(bound, adapter, ctx.snap, bind.propagate_deps)
                 created = self.dispatcher.create_works(
                     [w.work_body(bound, adapter, share, shares, deps) for share in shares])
             except Exception:
@@ -222,11 +234,21 @@ class Writer:
                 self._inflight.pop(meta["uid"], None)
             self.cache.poke()
 
-    def complete_dispatch(self, intent: Dispatch, job: Body, adapter: KindAdapter) -> None:
+    def dependencies(self, job: Body, adapter: KindAdapter, snap: Snapshot,
+                     propagate_deps: bool) -> list[Body]:
+        """What the job's Works carry after it: the PriorityClasses it names, always (a
+        member without them refuses its pods), then with propagateDeps what it references."""
+        classes = q.priority_class_manifests(job, snap)
+        if not propagate_deps:
+            return classes
+        return [*classes, *self.dispatcher.dependencies(job, adapter)]
+
+    def complete_dispatch(self, intent: Dispatch, job: Body, adapter: KindAdapter,
+                          snap: Snapshot) -> None:
         """Roll forward: the Works of a recorded placement that are missing."""
         placement = w.decode_placement(job)
         log.info("completing dispatch of %s to %s", intent.job, list(intent.clusters))
-        deps = self.dispatcher.dependencies(job, adapter) if intent.propagate_deps else []
+        deps = self.dependencies(job, adapter, snap, intent.propagate_deps)
         for work in self.dispatcher.create_works(
                 [w.work_body(job, adapter, s, placement, deps) for s in placement
                  if s["cluster"] in intent.clusters]):
@@ -245,6 +267,21 @@ class Writer:
             self.dispatcher.event(claimant, "Reclaimed",
                                   f"preempted {kind} {namespace}/{name} to reclaim quota")
         log.info("preempted %s for %s", intent.job, intent.claimant)
+
+    def preempt_for(self, intent: Preempt, preemptor: Body, ctx: PassContext) -> None:
+        """Priority preemption: each victim goes back to its queue, marked preempted by
+        ``intent.job`` (cleared when it is bound again)."""
+        for key, reason in intent.victims:
+            victim = ctx.job(key)
+            if victim is None:
+                continue
+            adapter = adapter_for(victim["apiVersion"], victim["kind"])
+            if self.dispatcher.mark_requeue(victim, adapter, reason,
+                                            {w.PREEMPTED_BY: intent.job}):
+                metrics.PREEMPTIONS.labels("priority").inc()
+                self.dispatcher.event(victim, "Preempted", reason, "Warning")
+                log.info("preempted %s for %s", key, intent.job)
+        self.dispatcher.event(preemptor, "Preempting", intent.reason)
 
     def fail_over(self, intent: FailOver, job: Body, adapter: KindAdapter,
                   ctx: PassContext) -> None:
@@ -290,7 +327,8 @@ class Writer:
             shown |= {"name": why.queue, "position": why.position}
         if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
             return
-        status = adapter.waiting_status(job.get("status"), why.reason, why.message, now_text())
+        status = pv.with_preempted(adapter.waiting_status(
+            job.get("status"), why.reason, why.message, now_text()), job, now_text())
         status["queue"] = shown
         self.write_status(job, adapter, status)
 

@@ -1,8 +1,11 @@
-"""Per-kind adapters: what the hub needs to know about each job kind.
+"""One description per job kind, read by the hub and by the member agents.
 
-An adapter names a kind's roles (and which one leads), each replica's resource request, how to
-cut a job down to one cluster's share, and how member statuses add up to the hub job's status.
-Adding a kind means adding one adapter here and registering it in :data:`ADAPTERS`.
+A kind's adapter names its resource, where its roles live in the spec (names, replica counts,
+templates) and which one leads, each replica's resource request, how to cut a job down to one
+cluster's share, how its status reads (state, finished, failed) and how member statuses add up
+to the hub job's status. The agent's controllers (``member_agent.controllers``) read the same
+adapter and add only how they run the kind on a member. Adding a kind means adding one
+adapter here, registering it in :data:`ADAPTERS`, and a controller on the agent.
 """
 
 from __future__ import annotations

@@ -53,10 +53,12 @@ def pod_request(template: Mapping[str, Any]) -> Resources:
 
 
 class KindAdapter:
-    """Base adapter; subclasses say where the roles live in the spec."""
+    """Base adapter; subclasses say where the roles live in the spec and how status reads."""
 
     resource: Resource
-    leaders: tuple[str, ...] = ()
+    work_prefix: str  # how the names of the job's Works begin
+    leaders: tuple[str, ...] = ()  # the roles that lead, in order of precedence
+    fallback_leader = ""  # the role that leads when the job has none of ``leaders``
     terminal_states: tuple[str, ...] = ("Succeeded", "Failed")
 
     replicas_field = "spec"  # where the kind's replica specs live, for messages
@@ -86,8 +88,24 @@ class KindAdapter:
                              f"more than {limits.MAX_JOB_REPLICAS}")
         return roles
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        """(role, its replica spec) as the job states them: ``replicas`` (default 1),
+        ``template`` and whatever else the kind's spec says of the role (restartPolicy)."""
         raise NotImplementedError
+
+    def leader_role(self, roles: Sequence[str]) -> str:
+        """The role whose replica 0 decides the job, among ``roles``."""
+        return next((name for name in self.leaders if name in roles), self.fallback_leader)
+
+    def is_leader(self, role: str, roles: Sequence[str]) -> bool:
+        """Whether the hub keeps ``role``'s replica 0 with the job's leading share."""
+        return role in self.leaders
+
+    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+        specs = self.replica_specs(body)
+        names = [name for name, _ in specs]
+        return [RoleSpec(name, int(spec.get("replicas", 1)), spec.get("template") or {},
+                         self.is_leader(name, names)) for name, spec in specs]
 
     def demand(self, key: str, body: Mapping[str, Any]) -> JobDemand:
         out = []
@@ -130,7 +148,14 @@ class KindAdapter:
         return None if value is None else int(value)
 
     def is_finished(self, body: Mapping[str, Any]) -> bool:
-        return self.state(body.get("status")) in self.terminal_states
+        return self.finished(body.get("status"))
+
+    def finished(self, status: Mapping[str, Any] | None) -> bool:
+        """Whether a status (the hub job's or a member copy's) is final."""
+        return self.state(status) in self.terminal_states
+
+    def failed(self, status: Mapping[str, Any] | None) -> bool:
+        return self.state(status) == "Failed"
 
     has_phase = False  # T9k jobs show a phase; Kubeflow jobs only conditions
 

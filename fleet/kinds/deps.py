@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleet.api.protocol import PROPAGATED_LABEL
+
 CONFIGMAP, SECRET, PVC = "ConfigMap", "Secret", "PersistentVolumeClaim"
 T9K_PVC_PREFIX = "t9k://pvc/"
 
@@ -66,4 +68,31 @@ def dependency_manifest(body: Mapping[str, Any]) -> dict[str, Any]:
         spec = dict(out.get("spec") or {})
         spec.pop("volumeName", None)  # the member binds its own volume
         out["spec"] = spec
+    return out
+
+
+PRIORITYCLASS = "PriorityClass"
+
+
+def priority_class_names(job: Mapping[str, Any], templates: Iterable[Mapping[str, Any]]
+                         ) -> list[str]:
+    """The PriorityClasses a job names: its Kubeflow ``runPolicy.schedulingPolicy.
+    priorityClass`` first, then its pod templates' ``priorityClassName`` (unique, in order)."""
+    spec = job.get("spec") or {}
+    names = [((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("priorityClass")]
+    names.extend((t.get("spec") or {}).get("priorityClassName") for t in templates)
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def priority_class_manifest(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A hub PriorityClass as members get it: the same name, value and preemption policy,
+    never the global default (a member's default is its own business)."""
+    out: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": PRIORITYCLASS,
+        "metadata": {"name": body["metadata"]["name"], "labels": {PROPAGATED_LABEL: "true"}},
+        "value": int(body.get("value", 0)),
+    }
+    for key in ("preemptionPolicy", "description"):
+        if body.get(key) is not None:
+            out[key] = body[key]
     return out

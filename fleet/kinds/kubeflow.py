@@ -6,28 +6,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.clients import resources as r
-from fleet.kinds.base import Body, KindAdapter, RoleSpec, deep_copy
+from fleet.kinds.base import Body, KindAdapter, deep_copy
 from fleet.kinds.status import merge_kubeflow_status
-
-# The order conditions take in a healthy life; STATE shows the last one.
-CONDITION_ORDER = ("Queuing", "Created", "Suspended", "Running", "Restarting", "Succeeded",
-                   "Failed")
 
 
 class KubeflowAdapter(KindAdapter):
-    def __init__(self, resource: r.Resource, field: str, leaders: tuple[str, ...]) -> None:
+    """Replica specs in a map keyed by replica type; without a leader, worker 0 leads."""
+
+    fallback_leader = "Worker"
+
+    def __init__(self, resource: r.Resource, field: str, leaders: tuple[str, ...],
+                 work_prefix: str) -> None:
         self.resource = resource
         self.field = field
         self.leaders = leaders
+        self.work_prefix = work_prefix
         self.replicas_field = f"spec.{field}"
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         specs: Mapping[str, Any] = (body.get("spec") or {}).get(self.field) or {}
-        return [
-            RoleSpec(name, int(spec.get("replicas", 1)), spec.get("template") or {},
-                     name in self.leaders)
-            for name, spec in specs.items()
-        ]
+        return list(specs.items())
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         out = deep_copy(body)
@@ -52,6 +50,6 @@ class KubeflowAdapter(KindAdapter):
         return merge_kubeflow_status(body.get("status") or {}, works, self.leaders, now)
 
 
-PYTORCH = KubeflowAdapter(r.PYTORCHJOBS, "pytorchReplicaSpecs", ("Master",))
-TF = KubeflowAdapter(r.TFJOBS, "tfReplicaSpecs", ("Chief", "Master"))
-MPI = KubeflowAdapter(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", ("Launcher",))
+PYTORCH = KubeflowAdapter(r.PYTORCHJOBS, "pytorchReplicaSpecs", ("Master",), "pytorchjob")
+TF = KubeflowAdapter(r.TFJOBS, "tfReplicaSpecs", ("Chief", "Master"), "tfjob")
+MPI = KubeflowAdapter(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", ("Launcher",), "mpijob")

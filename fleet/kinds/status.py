@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.protocol import reported_job_status
+
 Body = dict[str, Any]
 
 
@@ -31,24 +33,29 @@ def leader_work(works: Sequence[Mapping[str, Any]], leaders: Sequence[str]) -> M
     return ordered[0]
 
 
+def job_status_of(work: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The member job's status a Work reports ({} before any)."""
+    return reported_job_status(work) or {}
+
+
 def _cluster(work: Mapping[str, Any]) -> str:
     return str(work.get("spec", {}).get("placement", {}).get("cluster", "?"))
 
 
 def merge_kubeflow_status(current: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
                           leaders: Sequence[str], now: str) -> Body:
-    reported = [w for w in works if (w.get("status") or {}).get("jobStatus")]
+    reported = [w for w in works if reported_job_status(w)]
     out: Body = {k: v for k, v in current.items() if k in ("clusters",)}
     if not reported:
         out["conditions"] = [c for c in current.get("conditions", [])
                              if c.get("type") == "Created"]
         return out
     lead = leader_work(reported, leaders)
-    lead_status: Mapping[str, Any] = lead["status"]["jobStatus"]
+    lead_status: Mapping[str, Any] = job_status_of(lead)
     conditions: list[Body] = [dict(c) for c in lead_status.get("conditions", [])]
     failed_elsewhere = [
         (w, c) for w in reported if w is not lead
-        for c in w["status"]["jobStatus"].get("conditions", [])
+        for c in job_status_of(w).get("conditions", [])
         if c.get("type") == "Failed" and c.get("status") == "True"
     ]
     if failed_elsewhere and not any(c["type"] == "Failed" and c["status"] == "True"
@@ -65,7 +72,7 @@ def merge_kubeflow_status(current: Mapping[str, Any], works: Sequence[Mapping[st
 
     replica_statuses: dict[str, Body] = {}
     for work in reported:
-        for role, counts in (work["status"]["jobStatus"].get("replicaStatuses") or {}).items():
+        for role, counts in (job_status_of(work).get("replicaStatuses") or {}).items():
             merged = replica_statuses.setdefault(role, {})
             for key in ("active", "succeeded", "failed"):
                 if counts.get(key):
@@ -75,7 +82,7 @@ def merge_kubeflow_status(current: Mapping[str, Any], works: Sequence[Mapping[st
             if counts.get("active"):
                 counts["succeeded"] = counts.get("succeeded", 0) + counts.pop("active")
     out["replicaStatuses"] = replica_statuses
-    starts = [w["status"]["jobStatus"].get("startTime") for w in reported]
+    starts = [job_status_of(w).get("startTime") for w in reported]
     if any(starts):
         out["startTime"] = min(s for s in starts if s)
     if lead_status.get("completionTime"):

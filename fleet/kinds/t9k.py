@@ -6,28 +6,31 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.protocol import reported_job_status
 from fleet.clients import resources as r
-from fleet.kinds.base import Body, KindAdapter, RoleSpec, deep_copy
-from fleet.kinds.status import leader_work
+from fleet.kinds.base import Body, KindAdapter, deep_copy
+from fleet.kinds.status import job_status_of, leader_work
 
 
 class TensorFlowTrainingJobAdapter(KindAdapter):
+    """A list of typed replica specs; the chief leads, else the worker (seed 003)."""
+
     resource = r.TENSORFLOWTRAININGJOBS
+    work_prefix = "t9k-tfjob"
     leaders = ("chief",)
+    fallback_leader = "worker"
     has_phase = True
     replicas_field = "spec.replicaSpecs"
 
     def role_path(self, role: str) -> str:
         return f"{self.replicas_field}[type={role}]"
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
-        specs = (body.get("spec") or {}).get("replicaSpecs") or []
-        has_chief = any(s.get("type") == "chief" for s in specs)
-        return [
-            RoleSpec(s["type"], int(s.get("replicas", 1)), s.get("template") or {},
-                     s["type"] == "chief" or (not has_chief and s["type"] == "worker"))
-            for s in specs
-        ]
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        return [(spec["type"], spec) for spec in (body.get("spec") or {}).get("replicaSpecs")
+                or []]
+
+    def is_leader(self, role: str, roles: Sequence[str]) -> bool:
+        return role == self.leader_role(roles)
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         out = deep_copy(body)
@@ -48,19 +51,21 @@ class TensorFlowTrainingJobAdapter(KindAdapter):
 
 
 class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
-    """The launcher requests nothing the hub counts: it runs beside the workers."""
+    """One worker spec. The launcher, which the member's controller adds, requests nothing
+    the hub counts: it runs beside the workers, with the share holding worker 0."""
 
     resource = r.T9K_MPIJOBS
+    work_prefix = "t9k-mpijob"
     leaders = ("worker",)
     replicas_field = "spec"
 
     def role_path(self, role: str) -> str:
         return "spec.worker"
 
-    def _roles(self, body: Mapping[str, Any]) -> list[RoleSpec]:
+    def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         worker = (body.get("spec") or {}).get("worker") or {}
-        return [RoleSpec("worker", int(worker.get("replicas", 1)), worker.get("template") or {},
-                         True)]
+        return [("worker", {"replicas": worker.get("replicas", 1),
+                            "template": worker.get("template") or {}})]
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         out = deep_copy(body)
@@ -70,28 +75,28 @@ class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
 
 def merge_t9k_status(current: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
                      leaders: Sequence[str]) -> Body:
-    reported = [w for w in works if (w.get("status") or {}).get("jobStatus")]
+    reported = [w for w in works if reported_job_status(w)]
     out: Body = {k: v for k, v in current.items() if k in ("clusters",)}
     if not reported:
         out["phase"] = current.get("phase") or "Pending"
         out["conditions"] = list(current.get("conditions", []))
         return out
-    lead = leader_work(reported, leaders)["status"]["jobStatus"]
+    lead = job_status_of(leader_work(reported, leaders))
     out.update({k: v for k, v in lead.items()
                 if k in ("conditions", "phase", "tensorboard", "startTime", "completionTime")})
-    phases = [w["status"]["jobStatus"].get("phase") for w in reported]
+    phases = [job_status_of(w).get("phase") for w in reported]
     if "Failed" in phases:
         out["phase"] = "Failed"
     tasks: list[Body] = []
     aggregate: dict[str, int] = {}
     for work in reported:
-        status = work["status"]["jobStatus"]
+        status = job_status_of(work)
         tasks.extend(status.get("tasks") or [])
         for key, value in (status.get("aggregate") or {}).items():
             aggregate[key] = aggregate.get(key, 0) + int(value)
     out["tasks"] = tasks
     out["aggregate"] = aggregate
-    out["backoffCount"] = sum(int(w["status"]["jobStatus"].get("backoffCount", 0))
+    out["backoffCount"] = sum(int(job_status_of(w).get("backoffCount", 0))
                               for w in reported)
     return out
 

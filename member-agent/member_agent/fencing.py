@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from fleet.api.cluster import placement_generation
+from fleet.api.protocol import (
+    JOB_UID,
+    PURGE_MODE,
+    PURGE_NEVER,
+    copy_work,
+    placement_generation,
+    work_generation,
+)
 
 JobKey = tuple[str, str, str]  # (kind key, namespace, name)
-WORK_ANNOTATION = "fleet.sh/work"  # on a member job: "<hub namespace>/<Work name>"
-JOB_UID = "fleet.sh/job-uid"  # on a member job: the hub job's uid
-PURGE_MODE = "fleet.sh/purge-mode"
-NEVER = "Never"
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def fence_of(work: Mapping[str, Any]) -> Fence:
     spec = work.get("spec") or {}
     annotations = work.get("metadata", {}).get("annotations") or {}
     return Fence(job_uid=str(spec.get("job", {}).get("uid", "")),
-                 generation=int(spec.get("placement", {}).get("generation") or 0),
+                 generation=work_generation(work),
                  purge_mode=str(annotations.get(PURGE_MODE) or ""))
 
 
@@ -80,7 +83,7 @@ def member_job(key: JobKey, body: Mapping[str, Any], namespace: str) -> MemberJo
     ``namespace`` (jobs created on the member directly, or by another fleet's agent)."""
     meta = body.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    owner, _, work = str(annotations.get(WORK_ANNOTATION, "")).partition("/")
+    owner, work = copy_work(meta)
     if owner != namespace or not work:
         return None
     return MemberJob(key=key, uid=str(meta.get("uid", "")), work=work,
@@ -96,7 +99,7 @@ def judge(job: MemberJob, fence: Fence | None, *, synced: bool) -> Verdict:
     if fence is None or fence.job_uid != job.job_uid:
         why = f"its Work {job.work} is gone from the hub" if fence is None \
             else f"its Work {job.work} now belongs to another job"
-        if job.purge_mode == NEVER:
+        if job.purge_mode == PURGE_NEVER:
             return Verdict(job, Action.KEEP, f"{why}; kept (purge mode Never)")
         return Verdict(job, Action.REMOVE, why)
     if fence.generation > job.generation:

@@ -11,16 +11,17 @@ from typing import Any
 import kopf
 
 from fleet import metrics
+from fleet.api.protocol import TENSORBOARD_FOR
 from fleet.clients import resources as r
 from fleet.clients.kopf_storage import watch_only
 from fleet.clients.kube import Kube
+from member_agent import kubelet_endpoint
 from member_agent.controllers.runtime import (
     KINDS,
     JobController,
     WorkQueue,
     key_of,
 )
-from member_agent.controllers.tensorboard import FOR_LABEL
 from member_agent.election import AgentElection
 from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
@@ -61,7 +62,7 @@ async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
         QUEUE.add(key)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={FOR_LABEL: kopf.PRESENT})
+@kopf.on.event("apps", "v1", "deployments", labels={TENSORBOARD_FOR: kopf.PRESENT})
 async def on_tensorboard(*, type: str, body: kopf.Body, **_: Any) -> None:
     key = STATE.stores.put_board(body, type == "DELETED")
     if key is not None:
@@ -102,6 +103,16 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
                 ("fencing", sync.fence_loop), ("heartbeat", reporter.run)]
 
     def lead() -> None:
+        # Only the leader serves its pods' logs to the hub (and reports where).
+        try:
+            endpoint = kubelet_endpoint.from_environment(member, hub, os.environ)
+        except (ValueError, OSError) as exc:  # the agent runs on; only logs on the hub miss
+            log.error("no kubelet endpoint for the hub: %s", exc)
+            endpoint = None
+        if endpoint is not None:
+            reporter.extra["kubeletEndpoint"] = {"address": endpoint.address,
+                                                 "port": endpoint.port}
+            threads.append(("kubelet-endpoint", endpoint.run))
         for name, target in threads:
             threading.Thread(target=target, args=(_STOP,), name=name, daemon=True).start()
 

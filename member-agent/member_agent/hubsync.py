@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.cluster import AGENT_FINALIZER, HEALTHY, member_namespace
+from fleet.api import protocol
+from fleet.api.protocol import AGENT_FINALIZER, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -37,6 +38,7 @@ from member_agent.controllers.runtime import KINDS, JobKey, kind_key
 from member_agent.fencing import Action, Fence
 from member_agent.keyed import LatestPerKey
 from member_agent.member_failures import health
+from member_agent.priority_classes import apply_priority_class, is_priority_class
 from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
@@ -44,9 +46,6 @@ from member_agent.state import MemberState
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
 FIELD_MANAGER = "fleet-agent"
-PURGE_MODE = fencing.PURGE_MODE
-WORK_ANNOTATION = fencing.WORK_ANNOTATION
-JOB_UID = fencing.JOB_UID
 DRIFT_GRACE_SECONDS = 10.0  # how long a job may be missing from the member's cache after apply
 
 
@@ -148,8 +147,7 @@ class HubSync:
         jobs = self.state.stores.all_jobs()
         with self.lock:
             fences = dict(self.fences)
-            self.kept &= {str((b["metadata"].get("annotations") or {}).get(
-                WORK_ANNOTATION, "")).partition("/")[2] for _, b in jobs}
+            self.kept &= {protocol.copy_work(b["metadata"])[1] for _, b in jobs}
             kept = set(self.kept)
         for verdict in fencing.sweep(jobs, self.namespace, fences,
                                      synced=self.synced.is_set()):
@@ -197,7 +195,7 @@ class HubSync:
             if not purged:  # released without us (its member was lost): its copy goes now
                 current = self._job_of(work)
                 self._remove_objects(work, "its Work was deleted without the agent")
-                if current is not None and _purge_mode(work) != "Never":
+                if current is not None and protocol.work_purge_mode(work) != protocol.PURGE_NEVER:
                     self._delete_pods(_job_key(work), current["metadata"].get("uid", ""))
             return
         try:
@@ -226,7 +224,12 @@ class HubSync:
                 "resourceVersion": meta["resourceVersion"],
                 "finalizers": [*(meta.get("finalizers") or []), AGENT_FINALIZER]}},
                 self.namespace)
-        for manifest in work["spec"]["manifests"]:
+        manifests = work["spec"]["manifests"]
+        # What the job needs first: its pods refer to its PriorityClass and dependencies.
+        for manifest in [*manifests[1:], manifests[0]]:
+            if is_priority_class(manifest):
+                apply_priority_class(self.member, manifest, FIELD_MANAGER)
+                continue
             namespace = manifest["metadata"].get("namespace")
             if namespace and namespace not in self.namespaces:
                 self.member.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -240,8 +243,9 @@ class HubSync:
             self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
             self.works[work["metadata"]["name"]] = work
             self.applied[work["metadata"]["name"]] = work["metadata"].get("generation", 0)
-            if first and (work.get("status") or {}).get("boundTime"):
-                self.bound_at[work["metadata"]["name"]] = work["status"]["boundTime"]
+            bound = protocol.bound_time(work)
+            if first and bound:
+                self.bound_at[work["metadata"]["name"]] = bound
         if first:
             metrics.WORKS_APPLIED.labels(self.cluster).inc()
             STAGES.applied(work)
@@ -305,7 +309,7 @@ class HubSync:
         uses stay), unless the purge mode is Never."""
         meta = work["metadata"]
         name = meta["name"]
-        if _purge_mode(work) == "Never":
+        if protocol.work_purge_mode(work) == protocol.PURGE_NEVER:
             with self.lock:
                 self.kept.add(name)
             log.info("keeping the objects of work %s (%s): purge mode Never", name, why)
@@ -314,12 +318,12 @@ class HubSync:
         shared = self._used_by_others(name)
         job = self._job_of(work)
         for index, manifest in enumerate(work["spec"]["manifests"]):
-            if _identity(manifest) in shared:
-                continue  # a dependency another job on this member still uses
+            if _identity(manifest) in shared or is_priority_class(manifest):
+                continue  # a dependency another job on this member still uses, or a
+                # cluster-wide class that other pods may use by now
             uid = None
             if index == 0 and job is not None:
-                owner = (job["metadata"].get("annotations") or {}).get(WORK_ANNOTATION)
-                if owner != f"{self.namespace}/{name}":
+                if protocol.copy_work(job["metadata"]) != (self.namespace, name):
                     continue  # the job of the same name is another Work's copy now
                 uid = job["metadata"].get("uid")
             resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
@@ -387,28 +391,22 @@ class HubSync:
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
             self.state.changed.set()  # its reservation ends: the capacity report changes
-        status: Body = {
-            "applied": job is not None,
-            "state": adapter.state(job_status) or ("Applied" if job else "Pending"),
-            "jobStatus": job_status or None,
-            "pods": pods,
-            "conditions": [{"type": "Applied", "status": "True" if job else "False",
-                            "reason": "AppliedToMember" if job else "Applying",
-                            "message": f"job applied on {self.cluster}" if job else "",
-                            "lastTransitionTime": work["metadata"].get("creationTimestamp")}],
-        }
-        if name in self.bound_at:
-            status["boundTime"] = self.bound_at[name]
         if share.healthy:
             self.unhealthy_since.pop(name, None)
         else:
             self.unhealthy_since.setdefault(name, stamp())
-        status["conditions"].append({
-            "type": HEALTHY, "status": "True" if share.healthy else "False",
-            "reason": share.reason, "message": share.message,
-            "lastTransitionTime": self.unhealthy_since.get(name) or work["metadata"].get(
-                "creationTimestamp")})
-        return status
+        created = work["metadata"].get("creationTimestamp")
+        return protocol.work_status(
+            applied=job is not None,
+            state=adapter.state(job_status) or ("Applied" if job else "Pending"),
+            job_status=job_status, pods=pods, bound_time=self.bound_at.get(name),
+            conditions=[{"type": protocol.APPLIED, "status": "True" if job else "False",
+                         "reason": "AppliedToMember" if job else "Applying",
+                         "message": f"job applied on {self.cluster}" if job else "",
+                         "lastTransitionTime": created},
+                        {"type": protocol.HEALTHY, "status": "True" if share.healthy else "False",
+                         "reason": share.reason, "message": share.message,
+                         "lastTransitionTime": self.unhealthy_since.get(name) or created}])
 
 
 def _job_key(work: Mapping[str, Any]) -> JobKey:
@@ -420,15 +418,6 @@ def _job_key(work: Mapping[str, Any]) -> JobKey:
 def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = manifest["metadata"]
     return (manifest["kind"], meta.get("namespace", ""), meta["name"])
-
-
-def _purge_mode(work: Mapping[str, Any]) -> str:
-    """What removing the Work does to its member copy: the Work's own annotation (the hub sets
-    it when it fails the job over or deletes it), else the policy's, carried by the job."""
-    manifests = work["spec"]["manifests"]
-    return str((work["metadata"].get("annotations") or {}).get(PURGE_MODE)
-               or (manifests[0]["metadata"].get("annotations") or {}).get(PURGE_MODE)
-               or "Immediately")
 
 
 def _summary(pod: Mapping[str, Any]) -> Body:
@@ -450,6 +439,9 @@ def _summary(pod: Mapping[str, Any]) -> Body:
         "node": spec.get("nodeName"),
         "exitCode": exit_code,
         "startTime": status.get("startTime"),
+        # for the hub's mirror of the pod (fleet.hub.mirrors)
+        "labels": meta.get("labels") or None,
+        "containers": [c["name"] for c in spec.get("containers") or []] or None,
     }
     return {k: v for k, v in summary.items() if v is not None}
 

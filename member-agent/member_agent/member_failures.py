@@ -12,12 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.cluster import MEMBER_FAILURE_REASONS
+from fleet.api.protocol import MEMBER_FAILURE_REASONS
 
 MAX_MESSAGE = 300
 IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                         "ErrImageNeverPull", "RegistryUnavailable"})
 CONTAINER_CONFIG = frozenset({"CreateContainerConfigError", "CreateContainerError"})
+WAITING_REASONS = {**dict.fromkeys(IMAGE_PULL, "ImagePullFailed"),
+                   **dict.fromkeys(CONTAINER_CONFIG, "ContainerConfigInvalid"),
+                   # the kubelet backs off restarting a container that keeps exiting: the
+                   # application crash-loops here (Karmada's application failover counts it)
+                   "CrashLoopBackOff": "CrashLooping"}
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,8 @@ def refusal_reason(status: int, message: str) -> str | None:
 
 def health(cluster: str, pods: Sequence[Mapping[str, Any]], refusal: Refusal | None) -> Health:
     """A share is unhealthy while the member refuses one of its pods, while one of its pods
-    cannot pull its image or start its container, or while one cannot be scheduled."""
+    cannot pull its image, start its container or keep it running (crash loop), or while one
+    cannot be scheduled."""
     if refusal is not None:
         reason = refusal_reason(refusal.status, refusal.message)
         if reason is not None:
@@ -73,9 +79,8 @@ def health(cluster: str, pods: Sequence[Mapping[str, Any]], refusal: Refusal | N
                 status.get("containerStatuses") or []):
             waiting = (container.get("state") or {}).get("waiting") or {}
             why = str(waiting.get("reason") or "")
-            if why in IMAGE_PULL or why in CONTAINER_CONFIG:
-                reason = "ImagePullFailed" if why in IMAGE_PULL else "ContainerConfigInvalid"
-                return Health(False, reason, _cut(
+            if why in WAITING_REASONS:
+                return Health(False, WAITING_REASONS[why], _cut(
                     f"{cluster}: pod {name} container {container.get('name', '?')}: {why}: "
                     f"{waiting.get('message', '')}".rstrip(": ")))
     for pod in pods:

@@ -19,7 +19,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.cluster import AGENT_HEARTBEAT, HEARTBEAT_LEASE, member_namespace
+from fleet.api.protocol import (
+    AGENT_HEARTBEAT,
+    API_VERSION,
+    CLUSTER_LABEL,
+    HEARTBEAT_LEASE,
+    member_namespace,
+)
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -55,6 +61,7 @@ class Reporter:
         self.capacity_part: dict[str, Any] | None = None
         self.dirty = True  # nodes or pods changed since the capacity was computed
         self.compute_seconds = 0.0
+        self.extra: dict[str, Any] = {}  # further status fields (the kubelet endpoint)
 
     def run(self, stop: threading.Event) -> None:
         next_beat = 0.0
@@ -78,7 +85,7 @@ class Reporter:
         self.hub.apply(r.LEASES, {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": HEARTBEAT_LEASE, "namespace": member_namespace(self.cluster),
-                         "labels": {AGENT_HEARTBEAT: "true", "fleet.sh/cluster": self.cluster}},
+                         "labels": {AGENT_HEARTBEAT: "true", CLUSTER_LABEL: self.cluster}},
             "spec": {"holderIdentity": identity(), "renewTime": stamp(now),
                      "leaseDurationSeconds": max(1, int(self.interval * 5))},
         }, field_manager=FIELD_MANAGER)
@@ -140,7 +147,8 @@ class Reporter:
             ready = {"type": "Ready", "status": "True", "reason": "AgentHeartbeat",
                      "message": f"agent reports {nodes} schedulable nodes",
                      "lastTransitionTime": self.ready_since}
-        return {"lastHeartbeatTime": now, **(self.capacity_part or {}), "conditions": [ready]}
+        return {"lastHeartbeatTime": now, **(self.capacity_part or {}), **self.extra,
+                "conditions": [ready]}
 
     def report(self) -> None:
         """Apply the status if it changed (not sooner than ``min_gap`` after the last) or
@@ -161,7 +169,7 @@ class Reporter:
         content = _timeless(status)
         if content == self.sent and age < self.refresh:
             return
-        body = {"apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+        body = {"apiVersion": API_VERSION, "kind": "MemberCluster",
                 "metadata": {"name": self.cluster}, "status": _without_empty(status)}
         self.hub.apply(r.MEMBERCLUSTERS, body, field_manager=FIELD_MANAGER,
                        subresource="status")

@@ -17,10 +17,9 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.api.protocol import JOB_UID
 from fleet.kinds import adapter_for
 from fleet.kinds.base import pod_request
-
-JOB_UID = "fleet.sh/job-uid"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from fleet import metrics
+from fleet.api.protocol import is_applied
 
 LIMIT = 10_000  # Works followed at once; the oldest is forgotten beyond (memory stays bounded)
 
@@ -25,7 +26,7 @@ class StageClock:
     def applied(self, work: Mapping[str, Any]) -> None:
         """A Work applied for the first time by this agent; one the member already ran (an
         agent restart, a takeover) is not timed again from its creation."""
-        if (work.get("status") or {}).get("applied"):
+        if is_applied(work):
             return
         meta = work["metadata"]
         now = time.time()

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from e2e.localfleet.demo import EXAMPLES
-from fleet.api.cluster import PLACEMENT_GENERATION, Work, placement_generation
+from fleet.api.cluster import Work
+from fleet.api.protocol import PLACEMENT_GENERATION, placement_generation
 from fleet.hub.works import work_body
 from fleet.kinds import adapter_for
 from member_agent.fencing import Action, Fence, fence_of, judge, may_run, member_job, sweep

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from member_agent.controllers.core import VARIANT, ContainerState, ObservedPod
+from fleet.api.protocol import RUN_VARIANT
+from member_agent.controllers.core import ContainerState, ObservedPod
 from member_agent.controllers.gang import Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed
 from member_agent.controllers.kubeflow import PYTORCH, TF
@@ -381,7 +382,7 @@ def test_t9k_pause_then_resume_with_resume_specs() -> None:
     workers = [p for p in decision.create if p["metadata"]["name"] == "job-worker-0"]
     assert workers[0]["spec"]["containers"][0]["command"] == ["/usr/bin/sshd"]
     assert "initContainers" not in workers[0]["spec"]
-    assert workers[0]["metadata"]["annotations"][VARIANT] == "resume"
+    assert workers[0]["metadata"]["annotations"][RUN_VARIANT] == "resume"
     chief = decision.create[0]
     assert chief["spec"]["containers"][0]["command"] == ["python", "train.py"]
     back = [pod(p.role, p.index, variant="resume") for p in every()]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api.cluster import MEMBER_FAILURE_REASONS
+from fleet.api.protocol import MEMBER_FAILURE_REASONS
 from fleet.hub.member_failures import current_failure, replica_failure, with_replica_failure
 from member_agent.member_failures import Refusal, health, refusal_reason
 
@@ -56,6 +56,15 @@ def test_image_pulls_and_unschedulable_pods_make_the_share_unhealthy() -> None:
     share = health("member2", [pending], None)
     assert (share.healthy, share.reason) == (False, "Unschedulable")
     assert health("member2", [pod("w-2", phase="Running")], None).healthy
+
+
+def test_a_crash_looping_container_makes_the_share_unhealthy() -> None:
+    looping = pod("w-3", phase="Running", containerStatuses=[{
+        "name": "pytorch", "restartCount": 4, "state": {"waiting": {
+            "reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}}}])
+    share = health("member1", [looping], None)
+    assert (share.healthy, share.reason) == (False, "CrashLooping")
+    assert share.message.startswith("member1: pod w-3 container pytorch: CrashLoopBackOff")
 
 
 def work(cluster: str, reason: str, message: str, healthy: str = "False") -> dict[str, Any]:

@@ -19,16 +19,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-# Pod annotation naming the variant a pod was created as: "" for training, "debug" for a
-# job in debug mode, "resume" for a job that came back from pause (resumeSpecs apply).
-VARIANT = "fleet.sh/run-variant"
+from fleet.api.kubeflow import RestartPolicy
 
-
-class Restart(StrEnum):
-    NEVER = "Never"
-    ON_FAILURE = "OnFailure"
-    ALWAYS = "Always"
-    EXIT_CODE = "ExitCode"
+Restart = RestartPolicy  # a replica type's restart policy, as both Kubeflow and T9k spell it
 
 
 class Cleanup(StrEnum):

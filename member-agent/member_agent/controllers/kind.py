@@ -1,24 +1,24 @@
-"""What a job kind tells the shared core: where its replicas are, how its pods look, what its
-run policy says, and how its status reads. Kinds are pure; ``reconcile`` drives them."""
+"""What a job kind tells the shared core: how its pods look, what its run policy says, and
+how its status is written. What the kind is (its resource, where its roles live, which one
+leads, how its status reads) comes from its description in :mod:`fleet.kinds`, the one the hub
+reads too. Kinds are pure; ``reconcile`` drives them."""
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleet.api import protocol
 from fleet.clients.resources import Resource
+from fleet.kinds.base import KindAdapter
 from member_agent.controllers import core
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.naming import label_value, replica_name
 
 Body = dict[str, Any]
-OFFSETS = "fleet.sh/replica-offsets"
-WORLD = "fleet.sh/world"
-JOB_UID = "fleet.sh/job-uid"
 CLUSTERSET_DOMAIN = "clusterset.local"
 
 
@@ -42,11 +42,9 @@ class Observed:
 
 
 class JobKind:
-    """Base of every kind; subclasses fill in the spec-reading and status parts."""
+    """Base of every kind; subclasses fill in how the kind runs and writes its status."""
 
-    kind: str
-    group: str
-    resource: Resource
+    description: KindAdapter  # what the kind is: shared with the hub
     container: str  # the training container the controller configures
     job_label: str  # pod labels the controller sets and reads back
     type_label: str
@@ -54,19 +52,30 @@ class JobKind:
     retryable_codes: frozenset[int] | None = None  # None: Kubeflow's rule (>= 128)
 
     @property
+    def resource(self) -> Resource:
+        return self.description.resource
+
+    @property
+    def kind(self) -> str:
+        return self.description.resource.kind
+
+    @property
+    def group(self) -> str:
+        return self.description.resource.group
+
+    @property
     def key(self) -> str:
         return f"{self.kind}.{self.group}"
 
     # -- spec --------------------------------------------------------------------------
     def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        raise NotImplementedError
+        return self.description.replica_specs(job)
 
     def default_restart(self, rtype: str) -> core.Restart:
         raise NotImplementedError
 
     def replica_types(self, job: Mapping[str, Any]) -> list[core.ReplicaType]:
-        offsets: Mapping[str, int] = json.loads(
-            (job["metadata"].get("annotations") or {}).get(OFFSETS) or "{}")
+        offsets = protocol.replica_offsets(job["metadata"])
         return [
             core.ReplicaType(
                 name=name, replicas=int(spec.get("replicas", 1)),
@@ -100,7 +109,7 @@ class JobKind:
 
     def leader(self, types: Sequence[str]) -> tuple[str, int]:
         """The replica whose success ends the job."""
-        raise NotImplementedError
+        return self.description.leader_role(types), 0
 
     def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
                    ) -> frozenset[str]:
@@ -133,7 +142,7 @@ class JobKind:
     # -- world (a job split across clusters) ---------------------------------------------
     def world(self, job: Mapping[str, Any]) -> dict[str, int]:
         """Replicas per type across every cluster the job runs in."""
-        shares = json.loads((job["metadata"].get("annotations") or {}).get(WORLD) or "[]")
+        shares = protocol.world(job["metadata"])
         if not shares:
             return {t.name: t.replicas for t in self.replica_types(job)}
         total: dict[str, int] = {}
@@ -145,7 +154,7 @@ class JobKind:
     def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
         """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the
         hub split the job: then this cluster holds only its share's indices)."""
-        if not (job["metadata"].get("annotations") or {}).get(WORLD):
+        if not protocol.world_text(job["metadata"]):
             return True
         return any(t.name == rtype and index in t.indices() for t in self.replica_types(job))
 
@@ -165,9 +174,9 @@ class JobKind:
         meta = job["metadata"]
         labels = {self.job_label: label_value(meta["name"]), self.type_label: rtype.lower(),
                   self.index_label: str(index)}
-        uid = (meta.get("labels") or {}).get(JOB_UID)
+        uid = (meta.get("labels") or {}).get(protocol.JOB_UID)
         if uid:
-            labels[JOB_UID] = uid
+            labels[protocol.JOB_UID] = uid
         return labels
 
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
@@ -204,7 +213,7 @@ class JobKind:
         spec.setdefault("hostname", name)
         annotations = dict(template_meta.get("annotations") or {})
         if variant:
-            annotations[core.VARIANT] = variant
+            annotations[protocol.RUN_VARIANT] = variant
         pod: Body = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -246,10 +255,10 @@ class JobKind:
         raise NotImplementedError
 
     def finished(self, status: Mapping[str, Any]) -> bool:
-        raise NotImplementedError
+        return self.description.finished(status)
 
     def failed(self, status: Mapping[str, Any]) -> bool:
-        raise NotImplementedError
+        return self.description.failed(status)
 
     def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
              now: str) -> Body:

@@ -15,10 +15,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.clients import resources as r
+from fleet.api import protocol
+from fleet.kinds import kubeflow as kinds
+from fleet.kinds.base import KindAdapter
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
-from member_agent.controllers.kind import WORLD, Body, JobKind, Observed, RunMode
+from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
 
 GROUP_LABEL = "training.kubeflow.org"
 JOB_NAME = f"{GROUP_LABEL}/job-name"
@@ -26,7 +28,6 @@ REPLICA_TYPE = f"{GROUP_LABEL}/replica-type"
 REPLICA_INDEX = f"{GROUP_LABEL}/replica-index"
 JOB_ROLE = f"{GROUP_LABEL}/job-role"
 OPERATOR = f"{GROUP_LABEL}/operator-name"
-FEDERATED = "fleet.sh/work"  # set on jobs the agent applied from a Work
 CLEAN_POD_POLICY = {"None": core.Cleanup.NONE, "Running": core.Cleanup.UNFINISHED,
                     "All": core.Cleanup.ALL}
 
@@ -36,21 +37,14 @@ class KubeflowKind(JobKind):
     job_label, type_label, index_label = JOB_NAME, REPLICA_TYPE, REPLICA_INDEX
     stop_unfinished_on_failure = True
 
-    def __init__(self, resource: r.Resource, field: str, container: str, port_name: str,
-                 default_port: int, default_restart: core.Restart, leader_types: tuple[str, ...],
-                 operator: str) -> None:
-        self.resource = resource
-        self.kind = resource.kind
-        self.field = field
+    def __init__(self, description: KindAdapter, container: str, port_name: str,
+                 default_port: int, default_restart: core.Restart, operator: str) -> None:
+        self.description = description
         self.container = container
         self.port_name = port_name
         self.default_port = default_port
         self._default_restart = default_restart
-        self.leader_types = leader_types
         self.operator = operator
-
-    def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        return list((job["spec"].get(self.field) or {}).items())
 
     def default_restart(self, rtype: str) -> core.Restart:
         return self._default_restart
@@ -59,27 +53,20 @@ class KubeflowKind(JobKind):
         return RunMode(stop="Suspended" if self.run_policy(job).get("suspend") else "")
 
     def ttl(self, job: Mapping[str, Any]) -> int | None:
-        if FEDERATED in (job["metadata"].get("annotations") or {}):
+        if protocol.WORK in (job["metadata"].get("annotations") or {}):
             return None  # the hub deletes a federated job, and its Works with it
-        value = self.run_policy(job).get("ttlSecondsAfterFinished")
-        return None if value is None else int(value)
+        return self.description.ttl(job)
 
     def cleanup(self, job: Mapping[str, Any]) -> core.Cleanup:
         return CLEAN_POD_POLICY.get(self.run_policy(job).get("cleanPodPolicy") or "None",
                                     core.Cleanup.NONE)
-
-    def leader(self, types: Sequence[str]) -> tuple[str, int]:
-        for name in self.leader_types:
-            if name in types:
-                return name, 0
-        return "Worker", 0
 
     def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
         policy = self.run_policy(job).get("schedulingPolicy") or {}
         return policy.get("queue") or "", None, policy.get("priorityClass") or ""
 
     def port(self, job: Mapping[str, Any], rtype: str) -> tuple[str, int] | None:
-        spec = (job["spec"].get(self.field) or {}).get(rtype) or {}
+        spec = dict(self.replica_specs(job)).get(rtype) or {}
         for container in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
             for port in container.get("ports") or []:
                 if port.get("name") == self.port_name:
@@ -95,13 +82,6 @@ class KubeflowKind(JobKind):
     # -- status --------------------------------------------------------------------------
     def restarts_so_far(self, status: Mapping[str, Any]) -> int:
         return int(status.get("restartCount", 0))
-
-    def finished(self, status: Mapping[str, Any]) -> bool:
-        conditions = status.get("conditions") or []
-        return is_true(conditions, "Succeeded") or is_true(conditions, "Failed")
-
-    def failed(self, status: Mapping[str, Any]) -> bool:
-        return is_true(status.get("conditions") or [], "Failed")
 
     def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
              now: str) -> Body:
@@ -194,7 +174,7 @@ class KubeflowKind(JobKind):
     def _succeeded(self, types: Sequence[core.ReplicaType], result: core.Plan,
                    job: Mapping[str, Any]) -> bool:
         counts = result.counts
-        leaders = [t for t in types if t.name in self.leader_types]
+        leaders = [t for t in types if t.name in self.description.leaders]
         if leaders:
             return counts[leaders[0].name].succeeded == leaders[0].replicas
         workers = [t for t in types if t.name == "Worker"]
@@ -222,7 +202,7 @@ class PyTorchKind(KubeflowKind):
                     {"name": "PET_NNODES", "value": str(total)}]
         if nproc:
             env.append({"name": "PET_NPROC_PER_NODE", "value": nproc})
-        world_text = (job["metadata"].get("annotations") or {}).get(WORLD)
+        world_text = protocol.world_text(job["metadata"])
         if world_text:  # split across clusters: every replica learns where its peers are
             env.append({"name": "FLEET_WORLD", "value": world_text})
         return env
@@ -235,7 +215,7 @@ class TFKind(KubeflowKind):
 
     def _succeeded(self, types: Sequence[core.ReplicaType], result: core.Plan,
                    job: Mapping[str, Any]) -> bool:
-        if any(t.name in self.leader_types for t in types) or (
+        if any(t.name in self.description.leaders for t in types) or (
                 job["spec"].get("successPolicy") == "AllWorkers"):
             return super()._succeeded(types, result, job)
         return ("Worker", 0) in result.succeeded_replicas  # the default policy: worker 0
@@ -259,7 +239,6 @@ def tf_config(kind: JobKind, job: Mapping[str, Any], rtype: str, index: int,
     return [{"name": "TF_CONFIG", "value": json.dumps(config, separators=(",", ":"))}]
 
 
-PYTORCH = PyTorchKind(r.PYTORCHJOBS, "pytorchReplicaSpecs", "pytorch", "pytorchjob-port", 23456,
-                      core.Restart.ON_FAILURE, ("Master",), "pytorchjob-controller")
-TF = TFKind(r.TFJOBS, "tfReplicaSpecs", "tensorflow", "tfjob-port", 2222, core.Restart.NEVER,
-            ("Chief", "Master"), "tfjob-controller")
+PYTORCH = PyTorchKind(kinds.PYTORCH, "pytorch", "pytorchjob-port", 23456, core.Restart.ON_FAILURE,
+                      "pytorchjob-controller")
+TF = TFKind(kinds.TF, "tensorflow", "tfjob-port", 2222, core.Restart.NEVER, "tfjob-controller")

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.clients import resources as r
+from fleet.kinds import kubeflow as kinds
 from member_agent.controllers import core, mpi
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.kind import Body, owner
@@ -38,8 +39,7 @@ class KubeflowMPIKind(mpi.LauncherAfterWorkers, KubeflowKind):
     launcher, worker = LAUNCHER, WORKER
 
     def __init__(self) -> None:
-        super().__init__(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", "", "", 0, core.Restart.NEVER,
-                         (LAUNCHER,), "mpijob-controller")
+        super().__init__(kinds.MPI, "", "", 0, core.Restart.NEVER, "mpijob-controller")
         self.kubectl_image = os.environ.get("FLEET_KUBECTL_IMAGE", DEFAULT_KUBECTL_IMAGE)
 
     def default_restart(self, rtype: str) -> core.Restart:
@@ -64,7 +64,7 @@ class KubeflowMPIKind(mpi.LauncherAfterWorkers, KubeflowKind):
     def main_container(self, job: Mapping[str, Any]) -> str:
         if job["spec"].get("mainContainer"):
             return str(job["spec"]["mainContainer"])
-        spec = (job["spec"].get(self.field) or {}).get(WORKER) or {}
+        spec = dict(self.replica_specs(job)).get(WORKER) or {}
         containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
         return str(containers[0]["name"]) if containers else "mpi"
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet.api.protocol import RUN_VARIANT
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -192,7 +193,7 @@ def observe(pod: Mapping[str, Any], kind: JobKind) -> core.ObservedPod:
         index=int(labels.get(kind.index_label, "-1")), phase=status.get("phase") or "Pending",
         exit_code=exit_code, deleting=bool(meta.get("deletionTimestamp")), ready=ready,
         uid=meta.get("uid", ""), containers=tuple(containers),
-        variant=(meta.get("annotations") or {}).get(core.VARIANT, ""),
+        variant=(meta.get("annotations") or {}).get(RUN_VARIANT, ""),
     )
 
 

@@ -24,7 +24,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.clients import resources as r
+from fleet.kinds import t9k as kinds
 from member_agent.controllers import core, tensorboard
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
@@ -111,12 +111,6 @@ class T9kKind(JobKind):
     def restarts_so_far(self, status: Mapping[str, Any]) -> int:
         return int(status.get("backoffCount", 0))
 
-    def finished(self, status: Mapping[str, Any]) -> bool:
-        return status.get("phase") in ("Succeeded", "Failed")
-
-    def failed(self, status: Mapping[str, Any]) -> bool:
-        return status.get("phase") == "Failed"
-
     def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
              now: str) -> Body:
         text = f"The job failed: it {message}."
@@ -141,7 +135,7 @@ class T9kKind(JobKind):
             "backoffCount": self.restarts_so_far(old) + len(result.restarted),
             "startTime": old.get("startTime") or now,
         }
-        if phase in ("Succeeded", "Failed"):
+        if phase in self.description.terminal_states:
             status["completionTime"] = old.get("completionTime") or now
         board = tensorboard.status(job, observed.extras.get("tensorboard"))
         if board is not None:
@@ -255,15 +249,8 @@ class T9kKind(JobKind):
 
 
 class TensorFlowTrainingJobKind(T9kKind):
-    kind = "TensorFlowTrainingJob"
-    resource = r.TENSORFLOWTRAININGJOBS
+    description = kinds.T9K_TF
     container = "tensorflow"
-
-    def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        return [(spec["type"], spec) for spec in job["spec"].get("replicaSpecs") or []]
-
-    def leader(self, types: Sequence[str]) -> tuple[str, int]:
-        return ("chief", 0) if "chief" in types else ("worker", 0)
 
     def port(self, job: Mapping[str, Any], rtype: str) -> tuple[str, int] | None:
         for name, spec in self.replica_specs(job):

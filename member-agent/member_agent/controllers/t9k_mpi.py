@@ -20,13 +20,14 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.protocol import replica_offsets
 from fleet.clients import resources as r
+from fleet.kinds import t9k as kinds
 from member_agent.controllers import core, mpi
-from member_agent.controllers.kind import OFFSETS, Body, owner
+from member_agent.controllers.kind import Body, owner
 from member_agent.controllers.naming import derived_name, label_value
 from member_agent.controllers.t9k import T9kKind
 
@@ -36,19 +37,16 @@ DEFAULT_SSHD = "/usr/sbin/sshd"
 
 class T9kMPIKind(mpi.LauncherAfterWorkers, T9kKind):
     launcher, worker = LAUNCHER, WORKER
-    kind = "MPIJob"
-    resource = r.T9K_MPIJOBS
+    description = kinds.T9K_MPI
     container = "mpi-worker"
     task_replicas_key = "status"  # seed 000 lists an MPIJob's pods under tasks[].status
 
     def replica_specs(self, job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        worker = job["spec"]["worker"]
-        specs: list[tuple[str, Mapping[str, Any]]] = []
-        offsets = json.loads((job["metadata"].get("annotations") or {}).get(OFFSETS) or "{}")
-        if int(offsets.get(WORKER, 0)) == 0:  # the share holding worker 0 runs the launcher
-            specs.append((LAUNCHER, {"replicas": 1, "template": worker.get("template") or {}}))
-        specs.append((WORKER, {"replicas": worker.get("replicas", 1),
-                               "template": worker.get("template") or {}}))
+        specs = self.description.replica_specs(job)  # the workers
+        if int(replica_offsets(job["metadata"]).get(WORKER, 0)) == 0:
+            # the share holding worker 0 runs the launcher, in the workers' image
+            template = dict(specs).get(WORKER, {}).get("template") or {}
+            specs = [(LAUNCHER, {"replicas": 1, "template": template}), *specs]
         return specs
 
     def leader(self, types: Sequence[str]) -> tuple[str, int]:

@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.api.protocol import TENSORBOARD_FOR
 from fleet.clients import resources as r
 from member_agent.controllers.naming import derived_name, label_value
 
 Body = dict[str, Any]
 PORT = 6006
-FOR_LABEL = "fleet.sh/tensorboard-for"
 MOUNT_ROOT = "/t9k/pvc"
 LOCATION = re.compile(r"^t9k://pvc/(?P<claim>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)(?P<path>/.*)?$")
 
@@ -44,7 +44,7 @@ def objects(job: Mapping[str, Any], owner: Body) -> list[tuple[r.Resource, Body]
         return []
     meta = job["metadata"]
     name = name_of(job)
-    labels = {FOR_LABEL: label_value(meta["name"])}
+    labels = {TENSORBOARD_FOR: label_value(meta["name"])}
     dirs = log_dirs(spec)
     claims = sorted({claim for claim, _ in dirs})
     if len(dirs) == 1:

@@ -1,0 +1,209 @@
+"""Priorities and preemption on the local fleet (issue 18).
+
+PriorityClasses that exist only on the hub reach the members that run the jobs naming them;
+a prod job preempts a test job of its own tenant at its max; an opportunistic job runs on
+idle GPUs and is the first preempted; a guaranteed job goes where capacity is free instead of
+preempting anyone. Each shows its events and conditions on the hub.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.conftest import eventually
+from e2e.jobs import gang_namespace, hub_job, hub_state, member, seed_pytorchjob
+from e2e.localfleet import LocalFleet
+from e2e.localfleet.demo import EXAMPLES
+from fleet.api.protocol import PROPAGATED_LABEL
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+pytestmark = pytest.mark.e2e
+Body = dict[str, Any]
+CLASSES = {"fleet-e2e-prod": 100, "fleet-e2e-test": 0, "fleet-e2e-oppo": -1}
+NODE_GPUS = 8  # the local fleet's node shape: 2 members x 4 nodes x 8 GPUs
+
+
+def priority_classes(hub: Kube) -> None:
+    for name, value in CLASSES.items():
+        if hub.get_or_none(r.PRIORITYCLASSES, name) is None:
+            hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
+                                           "kind": "PriorityClass", "metadata": {"name": name},
+                                           "value": value,
+                                           "description": "fleet e2e: HiveD's demo levels"})
+
+
+def job_of(name: str, namespace: str, priority_class: str, *, nodes: int) -> Body:
+    """A PyTorchJob taking ``nodes`` whole nodes (one 8-GPU replica each), running an hour."""
+    manifest = seed_pytorchjob(name, namespace, run_for="1h", gpus=NODE_GPUS,
+                               workers=nodes - 1 if nodes > 1 else 0)
+    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["priorityClassName"] = priority_class
+    return manifest
+
+
+def delete_jobs(hub: Kube, namespace: str) -> None:
+    for job in hub.list(r.PYTORCHJOBS, namespace)[0]:
+        hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], namespace)
+    eventually(lambda: not hub.list(r.PYTORCHJOBS, namespace)[0], timeout=90,
+               what=f"jobs of {namespace} gone")
+
+
+def events(hub: Kube, job: Body, reason: str) -> list[Body]:
+    """The job's events of ``reason`` (by uid: names repeat from test to test)."""
+    listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
+                         field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+    return [e for e in listed if e.get("reason") == reason]
+
+
+def preempted_condition(hub: Kube, job: Body) -> Body | None:
+    return next((c for c in (hub_job(hub, job).get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Preempted" and c.get("status") == "True"), None)
+
+
+def queue_reason(hub: Kube, job: Body) -> str:
+    return str(((hub_job(hub, job).get("status") or {}).get("queue") or {}).get("reason", ""))
+
+
+def event_time(hub: Kube, job: Body, reason: str) -> float:
+    listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
+                         field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+    stamps = [e.get("eventTime") or e.get("firstTimestamp") for e in listed
+              if e.get("reason") == reason]
+    return min(_seconds(s) for s in stamps if s)
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture
+def prio(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    """Namespace ``prio`` under a gang policy (no quota) and the demo classes."""
+    priority_classes(hub)
+    gang_namespace(hub, "prio")
+    yield hub
+    delete_jobs(hub, "prio")
+
+
+def test_a_priority_class_only_on_the_hub_reaches_the_member_and_follows_it(
+        fleet: LocalFleet, prio: Kube) -> None:
+    hub = prio
+    for kube in (hub, *(fleet.client(m) for m in fleet.members)):
+        if kube.get_or_none(r.PRIORITYCLASSES, "fleet-e2e-carried") is not None:
+            kube.delete(r.PRIORITYCLASSES, "fleet-e2e-carried")
+    hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
+                                   "kind": "PriorityClass",
+                                   "metadata": {"name": "fleet-e2e-carried"}, "value": 5})
+    job = hub.create(r.PYTORCHJOBS, job_of("classy", "prio", "fleet-e2e-carried", nodes=1))
+    running = hub_state(hub, job, "Running", timeout=90)  # its pods were admitted there
+    kube = member(fleet, hub, job)
+    carried = kube.get(r.PRIORITYCLASSES, "fleet-e2e-carried")
+    assert carried["value"] == 5
+    assert carried["metadata"]["labels"][PROPAGATED_LABEL] == "true"
+    assert not carried.get("globalDefault")
+    assert running["status"]["clusters"]
+    # The hub's class changes (a value is immutable: deleted and made again): the next job
+    # that names it brings the new value to the member, which replaces the one fleet made.
+    hub.delete(r.PRIORITYCLASSES, "fleet-e2e-carried")
+    eventually(lambda: hub.get_or_none(r.PRIORITYCLASSES, "fleet-e2e-carried") is None,
+               what="the hub's class gone")
+    hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
+                                   "kind": "PriorityClass",
+                                   "metadata": {"name": "fleet-e2e-carried"}, "value": 7})
+    again = hub.create(r.PYTORCHJOBS, job_of("classy-2", "prio", "fleet-e2e-carried",
+                                             nodes=1))
+    hub_state(hub, again, "Running", timeout=90)
+    where = member(fleet, hub, again)
+    eventually(lambda: where.get(r.PRIORITYCLASSES, "fleet-e2e-carried")["value"] == 7,
+               what="the member's class replaced with the hub's new value")
+
+
+def test_an_opportunistic_job_runs_on_idle_gpus_and_is_preempted_first(prio: Kube) -> None:
+    hub = prio
+    # Fill the fleet: an opportunistic gang on one member, a test gang on the other.
+    oppo = hub.create(r.PYTORCHJOBS, job_of("oppo-first", "prio", "fleet-e2e-oppo", nodes=4))
+    hub_state(hub, oppo, "Running", timeout=90)
+    test = hub.create(r.PYTORCHJOBS, job_of("test", "prio", "fleet-e2e-test", nodes=4))
+    hub_state(hub, test, "Running", timeout=90)
+    prod = hub.create(r.PYTORCHJOBS, job_of("prod", "prio", "fleet-e2e-prod", nodes=1))
+    said = eventually(lambda: events(hub, oppo, "Preempted"), timeout=60,
+                      what="the opportunistic job preempted")
+    assert "preempted by PyTorchJob/prio/prod (priority 100 > -1)" in said[0]["message"]
+    eventually(lambda: events(hub, prod, "Preempting"), what="the Preempting event")
+    hub_state(hub, prod, "Running", timeout=120)
+    decided = event_time(hub, prod, "Preempting")
+    print(f"preemption decided -> preemptor Running: {time.time() - decided:.1f}s (at most)")
+    assert not events(hub, test, "Preempted")  # the guaranteed test job keeps running
+    condition = eventually(lambda: preempted_condition(hub, oppo), timeout=90,
+                           what="a Preempted condition on the opportunistic job")
+    assert "PyTorchJob/prio/prod" in condition["message"]
+    assert hub_job(hub, oppo)["status"]["queue"]["reason"] in ("Preempted", "Unschedulable")
+
+
+def test_a_guaranteed_job_goes_where_capacity_is_free_instead_of_preempting(
+        prio: Kube) -> None:
+    hub = prio
+    oppo = hub.create(r.PYTORCHJOBS, job_of("oppo-idle", "prio", "fleet-e2e-oppo", nodes=4))
+    running = hub_state(hub, oppo, "Running", timeout=90)
+    full = running["status"]["clusters"][0]
+    prod = hub.create(r.PYTORCHJOBS, job_of("prod-lazy", "prio", "fleet-e2e-prod", nodes=1))
+    placed = hub_state(hub, prod, "Running", timeout=90)
+    assert placed["status"]["clusters"] != [full]
+    assert not events(hub, oppo, "Preempted")
+    assert not events(hub, prod, "Preempting")
+
+
+TENANT_TREE = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+    "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+    "spec": {"root": {
+        "name": "root", "min": {"nvidia.com/gpu": 64}, "max": {"nvidia.com/gpu": 64},
+        "children": [{"name": "tenant", "min": {"nvidia.com/gpu": 8},
+                      "max": {"nvidia.com/gpu": 8}, "namespaces": ["prio-tenant"]}]}},
+}
+
+
+@pytest.fixture
+def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    """Namespace ``prio-tenant``: a quota leaf of 8 GPUs, jobs queued for quota."""
+    priority_classes(hub)
+    if hub.get_or_none(r.NAMESPACES, "prio-tenant") is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "prio-tenant"}})
+    policy = yaml.safe_load((EXAMPLES / "propagationpolicy-gang-queue.yaml").read_text())
+    policy["metadata"]["namespace"] = "prio-tenant"
+    hub.apply(r.PROPAGATIONPOLICIES, policy, field_manager="test")
+    hub.apply(r.ELASTICQUOTATREES, TENANT_TREE, field_manager="test")
+    eventually(lambda: hub.get_or_none(r.QUEUES, "root-tenant", "kube-queue"),
+               what="Queue root-tenant")
+    yield hub
+    delete_jobs(hub, "prio-tenant")
+    hub.delete(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
+
+
+def test_a_prod_job_preempts_a_test_job_of_its_tenant_at_its_max(tenant: Kube) -> None:
+    hub = tenant
+    test = hub.create(r.PYTORCHJOBS, job_of("test", "prio-tenant", "fleet-e2e-test", nodes=1))
+    hub_state(hub, test, "Running", timeout=90)  # the tenant is at its max: 8 of 8 GPUs
+    prod = hub.create(r.PYTORCHJOBS, job_of("prod", "prio-tenant", "fleet-e2e-prod", nodes=1))
+    said = eventually(lambda: events(hub, test, "Preempted"), timeout=60,
+                      what="the test job preempted")
+    assert said[0]["type"] == "Warning"
+    assert "preempted by PyTorchJob/prio-tenant/prod (priority 100 > 0)" in said[0]["message"]
+    hub_state(hub, prod, "Running", timeout=120)
+    decided = event_time(hub, prod, "Preempting")
+    print(f"preemption decided -> preemptor Running: {time.time() - decided:.1f}s (at most)")
+    condition = eventually(lambda: preempted_condition(hub, test), timeout=90,
+                           what="a Preempted condition on the test job")
+    assert "PyTorchJob/prio-tenant/prod" in condition["message"]
+    # it waits in its queue again for the tenant's quota, first in line after prod
+    eventually(lambda: queue_reason(hub, test) == "QuotaExceeded", timeout=60,
+               what="the test job waiting for quota")
+    assert hub_job(hub, test)["status"]["queue"]["position"] == 1

@@ -1,0 +1,240 @@
+"""The hub↔agent protocol: every name the hub and the member agents exchange, in one place.
+
+The hub records a job's placement on the job itself, writes one Work per member cluster
+(``fleet.sh/v1alpha1``, modelled in :mod:`fleet.api.cluster`) into the member's hub namespace,
+and puts into each Work the member copy of the job, marked with where it belongs. The agent
+applies the copy, runs it while its Work lasts (fencing, DESIGN §5.6) and reports back in the
+Work's status. Both programs import the names and the small readers and writers below, so
+neither spells the protocol on its own.
+
+Pure: no I/O, no clock; stdlib only (an import-linter contract keeps it so).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+Body = dict[str, Any]
+
+GROUP = "fleet.sh"
+API_VERSION = f"{GROUP}/v1alpha1"
+MEMBER_NAMESPACE_PREFIX = "fleet-member-"  # a member's namespace on the hub: its Works
+
+# -- on a hub job: the hub's bookkeeping (none of it reaches a member copy) -----------------
+PLACEMENT = f"{GROUP}/placement"  # the shares of the bind, as encode_placement writes them
+CLUSTERS = f"{GROUP}/clusters"  # the bound clusters, comma-separated (for people and kubectl)
+FINALIZER = f"{GROUP}/dispatch"  # held while the job has Works
+ADMITTED_AT = f"{GROUP}/admitted-at"  # admitted through a queue: it holds quota while bound
+REQUEUE = f"{GROUP}/requeue"  # going back to its queue (preempted, failed over): the reason
+FAILOVER_SINCE = f"{GROUP}/failover-since"
+# The clusters a job failed over from: its next placement avoids them (as Karmada's scheduler
+# avoids a cluster its binding is being evicted from); cleared by the next bind.
+FAILOVER_AVOID = f"{GROUP}/failover-avoid"
+# Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
+# keeps it on the job (this annotation, written by the bind, which is guarded by the job's
+# resourceVersion, so it only ever grows); each Work carries it (``spec.placement.generation``)
+# and the member copy the agent applies carries it (this annotation). An agent runs a member
+# job only while a Work of its generation exists in its hub namespace, and removes it otherwise.
+PLACEMENT_GENERATION = f"{GROUP}/placement-generation"
+# What removing a Work does to its member copy (a PropagationPolicy's purge mode): on the
+# Work (the hub sets it when it fails the job over or deletes it), else on the member copy.
+PURGE_MODE = f"{GROUP}/purge-mode"
+PURGE_IMMEDIATELY, PURGE_GRACIOUSLY, PURGE_NEVER = "Immediately", "Graciously", "Never"
+# The job that preempted this one (a bound job's victim): kept until it is bound again, and
+# while it is there the job preempts nobody itself (no cascades).
+PREEMPTED_BY = f"{GROUP}/preempted-by"
+# The annotations above that stay on the hub job: its member copies never carry them.
+HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
+            PREEMPTED_BY)
+
+# -- on a Work ------------------------------------------------------------------------------
+# From the Work's creation: the member's agent removes it once it has taken the Work's
+# objects off the member (the hub drops it itself for a member it has lost).
+AGENT_FINALIZER = f"{GROUP}/agent"
+JOB_GENERATION = f"{GROUP}/job-generation"  # the hub job's spec generation the Work renders
+EVICT_AFTER = f"{GROUP}/evict-after"  # detached from the placement; deleted at this time
+JOB_UID = f"{GROUP}/job-uid"  # label: the hub job's uid (on Works, member copies and pods)
+
+# -- on a member copy ------------------------------------------------------------------------
+WORK = f"{GROUP}/work"  # "<hub namespace>/<Work name>": the Work it was applied from
+OFFSETS = f"{GROUP}/replica-offsets"  # a split gang: this share's first index per role
+WORLD = f"{GROUP}/world"  # a split gang: every share of the placement (as PLACEMENT)
+
+# -- labels on other objects -----------------------------------------------------------------
+CLUSTER_LABEL = f"{GROUP}/cluster"  # a member's namespace, MemberCluster and heartbeat Lease
+AGENT_HEARTBEAT = f"{GROUP}/agent-heartbeat"  # label of the Lease each agent renews
+HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
+PROPAGATED_LABEL = f"{GROUP}/propagated"  # on member objects fleet made (and may replace)
+# Mirror pods on the hub (fleet.hub.mirrors): the annotation a policy or job turns them on
+# with ("true"), and the label each mirror carries, naming the member that runs its pod.
+MIRROR_PODS = f"{GROUP}/mirror-pods"
+MIRROR_OF = f"{GROUP}/mirror-of"
+QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tree's leaf
+# The agent's own marks on member objects it makes from a copy.
+TENSORBOARD_FOR = f"{GROUP}/tensorboard-for"
+RUN_VARIANT = f"{GROUP}/run-variant"  # how a pod was made: "", "debug", "resume"
+
+# -- a Work's status, written by the agent ----------------------------------------------------
+APPLIED = "Applied"  # condition: the copy is on the member
+# Condition: the share's health; False counts toward application failover. Its reason says
+# why; these reasons are member-side failures the hub also shows on the job as a
+# ``ReplicaFailure`` condition and an event naming the member.
+HEALTHY = "Healthy"
+REPLICA_FAILURE = "ReplicaFailure"
+MEMBER_FAILURE_REASONS = frozenset({
+    "PriorityClassNotFound",  # the pod names a PriorityClass the member does not have
+    "MemberQuotaExceeded",  # a ResourceQuota on the member refuses the pod
+    "AdmissionDenied",  # an admission webhook or policy on the member refuses it
+    "Forbidden",  # any other 403 on pod creation
+    "Invalid",  # the member's API server finds the pod invalid (422, 400)
+    "PodCreateRefused",  # another permanent refusal of the pod
+    "ImagePullFailed",  # the member's nodes cannot pull the image
+    "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
+    "CrashLooping",  # a container keeps exiting and the kubelet backs off restarting it
+})
+
+
+def member_namespace(cluster: str) -> str:
+    return f"{MEMBER_NAMESPACE_PREFIX}{cluster}"
+
+
+def _annotations(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    return meta.get("annotations") or {}
+
+
+# -- the placement ---------------------------------------------------------------------------
+class Share(Protocol):
+    """One cluster's share of a placement (``propagation.division.ClusterShare``)."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def replicas(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def offsets(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def nodes(self) -> tuple[str, ...]: ...
+    @property
+    def copy(self) -> bool: ...
+
+
+def encode_placement(shares: Iterable[Share]) -> str:
+    """The PLACEMENT (and WORLD) text: per share its cluster, replicas and offsets per role,
+    the nodes it was packed onto, and ``copy`` for a whole copy (Duplicated)."""
+    return json.dumps([
+        {"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
+         "nodes": list(s.nodes), **({"copy": True} if s.copy else {})} for s in shares
+    ], separators=(",", ":"))
+
+
+def decode_placement(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The shares a bound job's PLACEMENT names; [] for a job not bound."""
+    text = _annotations(job.get("metadata", {})).get(PLACEMENT)
+    if not text:
+        return []
+    decoded: list[dict[str, Any]] = json.loads(text)
+    return decoded
+
+
+def placement_generation(meta: Mapping[str, Any]) -> int:
+    """The placement generation in an object's annotations; 0 for objects placed before
+    fencing existed (a Work without one carries 0 too, so they still match)."""
+    text = _annotations(meta).get(PLACEMENT_GENERATION)
+    try:
+        return max(0, int(text)) if text is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def copy_marks(cluster: str, work: str, share: Mapping[str, Any],
+               placement: Sequence[Mapping[str, Any]], generation: int) -> dict[str, str]:
+    """The annotations the hub puts on the member copy of one share: its Work, its fence, and
+    for a split gang (not a whole copy) its offsets and every share of the placement."""
+    marks = {WORK: work_reference(member_namespace(cluster), work),
+             PLACEMENT_GENERATION: str(generation)}
+    if len(placement) > 1 and not share.get("copy"):
+        marks[OFFSETS] = json.dumps(share["offsets"], separators=(",", ":"))
+        marks[WORLD] = json.dumps(list(placement), separators=(",", ":"))
+    return marks
+
+
+def work_reference(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def copy_work(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """(hub namespace, Work name) a member copy was applied from; ("", "") for a job that
+    was not."""
+    namespace, _, name = str(_annotations(meta).get(WORK, "")).partition("/")
+    return namespace, name
+
+
+def replica_offsets(meta: Mapping[str, Any]) -> dict[str, int]:
+    """A member copy's first replica index per role ({} unless the gang is split)."""
+    offsets: dict[str, int] = json.loads(_annotations(meta).get(OFFSETS) or "{}")
+    return offsets
+
+
+def world_text(meta: Mapping[str, Any]) -> str:
+    """A split copy's WORLD as written ("" unless the gang is split)."""
+    return str(_annotations(meta).get(WORLD) or "")
+
+
+def world(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every share of a split copy's placement ([] unless the gang is split)."""
+    shares: list[dict[str, Any]] = json.loads(world_text(meta) or "[]")
+    return shares
+
+
+# -- Works -----------------------------------------------------------------------------------
+def work_generation(work: Mapping[str, Any]) -> int:
+    """The placement generation a Work carries (its fence)."""
+    return int(((work.get("spec") or {}).get("placement") or {}).get("generation") or 0)
+
+
+def work_purge_mode(work: Mapping[str, Any]) -> str:
+    """What removing the Work does to its member copy: the Work's own PURGE_MODE, else the
+    one the member copy carries (the policy's); "" when neither says."""
+    manifests = (work.get("spec") or {}).get("manifests") or [{}]
+    return str(_annotations(work.get("metadata") or {}).get(PURGE_MODE)
+               or _annotations(manifests[0].get("metadata") or {}).get(PURGE_MODE) or "")
+
+
+def work_status(*, applied: bool, state: str, job_status: Mapping[str, Any] | None,
+                pods: Sequence[Mapping[str, Any]], conditions: Sequence[Mapping[str, Any]],
+                bound_time: str | None) -> Body:
+    """A Work's status as the agent reports it (``WorkStatus``)."""
+    status: Body = {"applied": applied, "state": state, "jobStatus": job_status or None,
+                    "pods": list(pods), "conditions": list(conditions)}
+    if bound_time is not None:
+        status["boundTime"] = bound_time
+    return status
+
+
+def reported_job_status(work: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The member job's status a Work reports; None before the agent reported one."""
+    status: Mapping[str, Any] | None = (work.get("status") or {}).get("jobStatus")
+    return status or None
+
+
+def bound_time(work: Mapping[str, Any]) -> str | None:
+    """When the agent saw every pod of the Work's share bound to a node."""
+    value = (work.get("status") or {}).get("boundTime")
+    return str(value) if value else None
+
+
+def is_applied(work: Mapping[str, Any]) -> bool:
+    return bool((work.get("status") or {}).get("applied"))
+
+
+def work_state(work: Mapping[str, Any], default: str = "Pending") -> str:
+    """The member job's one-word state a Work reports (``default`` before any)."""
+    return str((work.get("status") or {}).get("state") or default)
+
+
+def reported_pods(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pods of the Work's share as the agent summarised them (``PodSummary``)."""
+    pods: list[Mapping[str, Any]] = (work.get("status") or {}).get("pods") or []
+    return pods

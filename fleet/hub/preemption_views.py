@@ -1,0 +1,97 @@
+"""From the hub's snapshot to the preemption planner's frozen inputs (:mod:`preemption`).
+
+A running job is one that is bound, not finished, not already going (requeued) and not being
+deleted; its pods are what its Works report, each on the node the member put it, with the
+request of its role. Its quota leaf is the one it was admitted through (opportunistic jobs
+and jobs of a policy that does not queue hold none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from fleet.hub import queueing as q
+from fleet.hub import works as w
+from fleet.hub.cache import Body, Snapshot
+from fleet.kinds import adapter_for
+from fleet.kinds.base import InvalidJob, KindAdapter, condition
+from preemption.model import Pod, Running
+from propagation.resources import Resources
+from propagation.views import JobDemand
+from quota.priority import is_opportunistic
+from quota.tree import PlacedNode
+
+TERMINATED = ("Succeeded", "Failed")
+
+
+def lowest_priority(classes: Mapping[str, int]) -> int:
+    """The lowest priority any job can have now: 0 (T9k's least, and no class) or the lowest
+    PriorityClass. A waiting job at this priority has nobody to preempt."""
+    return min(0, *classes.values()) if classes else 0
+
+
+def running_jobs(snap: Snapshot, classes: Mapping[str, int],
+                 leaves: Mapping[str, PlacedNode],
+                 demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Running]:
+    out = []
+    for job in snap.jobs.values():
+        meta = job["metadata"]
+        annotations = meta.get("annotations") or {}
+        if meta.get("deletionTimestamp") or q.REQUEUE in annotations or \
+                annotations.get(w.PLACEMENT) in (None, "", "[]"):
+            continue
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        if adapter.is_finished(job):
+            continue
+        try:
+            quota_job = q.as_quota_job(job, classes, demand_of(job))
+        except InvalidJob:
+            continue
+        admitted = annotations.get(q.ADMITTED_AT)
+        leaf = leaves.get(meta["namespace"]) if admitted else None
+        holds = leaf is not None and not is_opportunistic(quota_job.priority)
+        out.append(Running(
+            quota_job.key, meta["namespace"], quota_job.priority,
+            admitted or meta.get("creationTimestamp", ""),
+            tuple(_pods(snap.works_of(meta["uid"]), adapter)),
+            quota_job.charge if holds else {}, leaf.key if holds and leaf else None))
+    return out
+
+
+def _pods(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]:
+    """Each reported pod of the job's Works that holds capacity, with its role's request;
+    a pod whose role cannot be told is left out (never counted as freed)."""
+    out = []
+    for work in works:
+        manifest = work["spec"]["manifests"][0]
+        try:
+            requests = {r.name.lower(): r.request
+                        for r in adapter.demand("", manifest).roles}
+        except InvalidJob:
+            continue
+        cluster = work["spec"]["placement"]["cluster"]
+        for pod in (work.get("status") or {}).get("pods") or []:
+            if pod.get("phase") in TERMINATED:
+                continue
+            request = _request(requests, str(pod.get("role") or ""))
+            if request is not None:
+                out.append(Pod(cluster, str(pod.get("node") or ""), request))
+    return out
+
+
+def _request(requests: Mapping[str, Resources], role: str) -> Resources | None:
+    if role.lower() in requests:
+        return requests[role.lower()]
+    return next(iter(requests.values())) if len(requests) == 1 else None
+
+
+def with_preempted(status: Body, job: Mapping[str, Any], now: str) -> Body:
+    """A waiting job's status, plus a Preempted condition naming the job that preempted it
+    while it waits to run again (its Queuing condition says why it waits now)."""
+    by = (job["metadata"].get("annotations") or {}).get(w.PREEMPTED_BY)
+    if not by:
+        return status
+    said = condition("Preempted", "Preempted", f"preempted by {by}; waits in its queue "
+                     "again, in its place by priority and age", now, job.get("status"))
+    return {**status, "conditions": [*(status.get("conditions") or []), said]}

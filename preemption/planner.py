@@ -1,0 +1,156 @@
+"""One fleet-wide preemption decision for one waiting job.
+
+Given a job that waits (it does not fit any node of the fleet, or its quota is full), the
+running jobs of the fleet and the quota tree, :func:`plan` says one of three things:
+
+- **Fits**: the job fits as things are, somewhere in the fleet: it is placed there and nobody
+  is preempted (HiveD's lazy preemption, fleet-wide);
+- **Preempt**: these victims, once gone, let every replica of the job fit a node (and its
+  quota): fewest victims first, then the lowest priorities, then the youngest;
+- **NoPlan**: with every victim it may take gone it would still not fit, or it may not
+  preempt at all (an opportunistic job, or one itself just preempted: no cascades).
+
+Who may be a victim of a job of priority ``p`` (always strictly lower than ``p``):
+opportunistic jobs anywhere; jobs of the same quota leaf (a tenant orders its own work);
+jobs holding no quota (no tree covers their namespace: capacity alone decides, as with
+kube-scheduler's preemption in one cluster); and jobs of another leaf that borrows beyond
+its min, when the job claims capacity within its own leaf's guarantee. A guaranteed job
+within another tenant's min is never taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+from preemption.freed import with_freed
+from preemption.model import Outcome, Plan, Preemptor, QuotaLimits, Running
+from preemption.quota_limits import borrowing, fits_quota, within_guarantee
+from propagation.clusters import filter_clusters
+from propagation.division import Decision, divide
+from propagation.views import ClusterView
+from quota.priority import is_opportunistic
+
+# Exact search for the fewest victims tries sets of up to this many, within this many fit
+# checks; beyond it a greedy pass decides (take candidates in victim order until the job
+# fits, then spare every one it can do without), a few checks per victim.
+EXACT_SET_SIZE = 3
+EXACT_BUDGET = 128
+
+
+def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[ClusterView],
+         limits: QuotaLimits | None = None) -> Plan:
+    limits = limits or QuotaLimits()
+    quota_ok = fits_quota(preemptor, (), limits)
+    if quota_ok:
+        decision = divide(preemptor.demand, clusters, preemptor.rules)
+        if decision.placed:
+            return Plan(Outcome.FITS, f"fits without preemption: {decision.reason}",
+                        decision=decision)
+    if is_opportunistic(preemptor.priority):
+        return Plan(Outcome.NO_PLAN, "an opportunistic job preempts nobody")
+    if preemptor.preempted:
+        return Plan(Outcome.NO_PLAN, "it was preempted itself and preempts nobody until it "
+                                     "runs again")
+    useful = _useful(preemptor, clusters, limits, quota_ok)
+    candidates = sorted((r for r in running if may_preempt(preemptor, r, limits)
+                         and useful(r)), key=victim_order)
+    if not candidates:
+        return Plan(Outcome.NO_PLAN, "no lower-priority job it may preempt")
+    check = _Check(preemptor, clusters, limits)
+    if check(candidates) is None:
+        return Plan(Outcome.NO_PLAN, f"it would not fit even with all {len(candidates)} "
+                                     "lower-priority jobs it may preempt gone")
+    found = _fewest(candidates, check) or _greedy(candidates, check)
+    victims, decision = found
+    names = ", ".join(v.key for v in victims)
+    return Plan(Outcome.PREEMPT, f"preempting {len(victims)} lower-priority "
+                                 f"job{'s' if len(victims) > 1 else ''} ({names}) lets it fit: "
+                                 f"{decision.reason}", victims, decision)
+
+
+def victim_order(job: Running) -> tuple[int, tuple[int, ...], str]:
+    """Lowest priority first, then the youngest (latest started), then by key."""
+    return (job.priority, tuple(-ord(c) for c in job.started), job.key)
+
+
+def may_preempt(preemptor: Preemptor, job: Running, limits: QuotaLimits) -> bool:
+    if job.key == preemptor.key or job.priority >= preemptor.priority:
+        return False
+    if is_opportunistic(job.priority) or job.leaf is None:
+        return True  # no guarantee to keep: opportunistic, or holding no quota
+    if preemptor.leaf is None:
+        return False  # a job outside every tree never takes a tenant's quota'd job
+    if job.leaf == preemptor.leaf:
+        return True
+    return borrowing(job.leaf, limits) and within_guarantee(preemptor, limits)
+
+
+class _Check:
+    """Does the preemptor fit (quota, then nodes) once these victims are gone?"""
+
+    def __init__(self, preemptor: Preemptor, clusters: Sequence[ClusterView],
+                 limits: QuotaLimits) -> None:
+        self.preemptor, self.clusters, self.limits = preemptor, clusters, limits
+        self.calls = 0
+
+    def __call__(self, victims: Sequence[Running]) -> Decision | None:
+        self.calls += 1
+        if not fits_quota(self.preemptor, victims, self.limits):
+            return None
+        views = with_freed(self.clusters, (pod for v in victims for pod in v.pods))
+        decision = divide(self.preemptor.demand, views, self.preemptor.rules)
+        return decision if decision.placed else None
+
+
+Found = tuple[tuple[Running, ...], Decision]
+
+
+def _fewest(candidates: Sequence[Running], check: _Check) -> Found | None:
+    """The first set, smallest first, in victim order (so the lowest-priority, youngest
+    jobs are preferred), that lets the preemptor fit; None past the search budget."""
+    for size in range(1, min(EXACT_SET_SIZE, len(candidates)) + 1):
+        for victims in combinations(candidates, size):
+            if check.calls >= EXACT_BUDGET:
+                return None
+            decision = check(victims)
+            if decision is not None:
+                return victims, decision
+    return None
+
+
+def _greedy(candidates: Sequence[Running], check: _Check) -> Found:
+    """Every candidate gone fits (checked by the caller): take them in victim order until
+    the preemptor fits, then spare back the most valuable (highest priority, oldest) first
+    while it still fits, so that none is taken in vain."""
+    victims: list[Running] = []
+    decision = None
+    for candidate in candidates:
+        victims.append(candidate)
+        decision = check(victims)
+        if decision is not None:
+            break
+    assert decision is not None
+    for spared in reversed(list(victims)):
+        rest = [v for v in victims if v is not spared]
+        fits = check(rest) if rest else None
+        if fits is not None:
+            victims, decision = rest, fits
+    return tuple(sorted(victims, key=victim_order)), decision
+
+
+def _useful(preemptor: Preemptor, clusters: Sequence[ClusterView], limits: QuotaLimits,
+            quota_ok: bool) -> Callable[[Running], bool]:
+    """Whether taking a job could help at all: it frees a node of a cluster the preemptor
+    may go to, or quota on the preemptor's path when that is what is short."""
+    eligible = {c.name for c in filter_clusters(clusters, preemptor.rules.affinity,
+                                                preemptor.rules.tolerations).eligible}
+    path = set(limits.paths.get(preemptor.leaf, ())) if preemptor.leaf else set()
+
+    def useful(job: Running) -> bool:
+        if any(pod.node and pod.cluster in eligible for pod in job.pods):
+            return True
+        return not quota_ok and job.leaf is not None and \
+            bool(path & set(limits.paths.get(job.leaf, ())))
+
+    return useful

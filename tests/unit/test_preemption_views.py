@@ -1,0 +1,237 @@
+"""The hub's side of priorities: PriorityClasses carried with a job, and the snapshot turned
+into the preemption planner's inputs (pods on their nodes, quota held, no cascades)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.api.protocol import PROPAGATED_LABEL
+from fleet.hub import preemption_views as pv
+from fleet.hub import queueing as q
+from fleet.hub import works as w
+from fleet.hub.cache import Cache
+from fleet.hub.pass_view import ViewBuilder
+from fleet.kinds import adapter_for
+from planner.intents import Bind, Preempt
+from preemption.model import Pod
+from propagation.resources import Resources
+from propagation.views import ClusterView, JobDemand, NodeGroup
+from quota.tree import QuotaNode, leaves_by_namespace
+
+Body = dict[str, Any]
+GPU = "nvidia.com/gpu"
+
+
+def pytorchjob(name: str, priority_class: str | None = None, *, bound: bool = False,
+               admitted: bool = False, uid: str | None = None,
+               preempted_by: str | None = None) -> Body:
+    def template() -> Body:
+        spec: Body = {"containers": [{"name": "c", "image": "x", "resources": {
+            "limits": {GPU: "2", "cpu": "1"}}}]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {"spec": spec}
+
+    annotations: dict[str, str] = {}
+    if bound:
+        annotations[w.PLACEMENT] = '[{"cluster": "m1", "replicas": {"Master": 1, "Worker": 2}}]'
+    if admitted:
+        annotations[q.ADMITTED_AT] = "2026-01-01T00:01:00Z"
+    if preempted_by:
+        annotations[w.PREEMPTED_BY] = preempted_by
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": "team", "uid": uid or f"uid-{name}",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": annotations},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template()},
+                "Worker": {"replicas": 2, "template": template()}}}}
+
+
+def work_of(job: Body, pods: list[Body]) -> Body:
+    return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+            "metadata": {"name": f"w-{job['metadata']['name']}",
+                         "namespace": "fleet-member-m1", "uid": f"w-{job['metadata']['uid']}"},
+            "spec": {"job": {"uid": job["metadata"]["uid"]}, "placement": {"cluster": "m1"},
+                     "manifests": [job]},
+            "status": {"pods": pods, "boundTime": "2026-01-01T00:00:00Z"}}
+
+
+def priority_class(name: str, value: int, default: bool = False) -> Body:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name, "uid": "x", "resourceVersion": "9"}, "value": value,
+            "globalDefault": default, "preemptionPolicy": "PreemptLowerPriority"}
+
+
+def test_a_job_carries_the_hub_classes_it_names_never_as_the_global_default() -> None:
+    cache = Cache()
+    cache.upsert("priorityclasses", priority_class("prod", 100, default=True))
+    job = pytorchjob("a", "prod")
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "missing-on-the-hub"}}
+    [carried] = q.priority_class_manifests(job, cache.snapshot())
+    assert carried == {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": {"name": "prod", "labels": {PROPAGATED_LABEL: "true"}},
+                       "value": 100, "preemptionPolicy": "PreemptLowerPriority"}
+    assert q.priority_class_manifests(pytorchjob("b"), cache.snapshot()) == []
+
+
+def test_priority_comes_from_the_classes_and_negative_means_opportunistic() -> None:
+    classes = {"prod": 100, "oppo": -1}
+    assert q.priority_of(pytorchjob("a", "prod"), classes) == 100
+    assert q.priority_of(pytorchjob("a", "oppo"), classes) == -1
+    assert pv.lowest_priority(classes) == -1
+    assert pv.lowest_priority({"prod": 100}) == 0
+
+
+def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
+    cache = Cache()
+    tree = QuotaNode("root", max={GPU: 8}, children=(
+        QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
+    job = pytorchjob("run", "test", bound=True, admitted=True)
+    cache.upsert("jobs", job)
+    cache.upsert("works", work_of(job, [
+        {"name": "run-master-0", "role": "master", "node": "n1", "phase": "Running"},
+        {"name": "run-worker-0", "role": "worker", "node": "n2", "phase": "Running"},
+        {"name": "run-worker-1", "role": "worker", "phase": "Pending"},
+        {"name": "old", "role": "worker", "node": "n3", "phase": "Failed"}]))
+    cache.upsert("jobs", pytorchjob("waiting", "prod"))  # not bound: no victim
+    going = pytorchjob("going", bound=True)
+    going["metadata"]["annotations"][q.REQUEUE] = "preempted"
+    cache.upsert("jobs", going)
+    [running] = pv.running_jobs(cache.snapshot(), {"test": 0},
+                                leaves_by_namespace(tree), _demand)
+    request = Resources.of({GPU: 2, "cpu": 1000})
+    assert running.key == "PyTorchJob/team/run"
+    assert running.pods == (Pod("m1", "n1", request), Pod("m1", "n2", request),
+                            Pod("m1", "", request))
+    assert running.leaf == "root/team"
+    assert running.charge[GPU] == 6
+    assert running.started == "2026-01-01T00:01:00Z"
+
+
+def test_an_opportunistic_running_job_holds_no_quota() -> None:
+    cache = Cache()
+    tree = QuotaNode("root", max={GPU: 8}, children=(
+        QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
+    cache.upsert("jobs", pytorchjob("oppo", "oppo", bound=True, admitted=True))
+    [running] = pv.running_jobs(cache.snapshot(), {"oppo": -1}, leaves_by_namespace(tree),
+                                _demand)
+    assert (running.priority, running.leaf, dict(running.charge)) == (-1, None, {})
+
+
+def _demand(job: Mapping[str, Any]) -> JobDemand:
+    return adapter_for(job["apiVersion"], job["kind"]).demand(q.job_key(job), job)
+
+
+def test_a_preempted_job_is_marked_so_and_preempts_nobody() -> None:
+    job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
+    view = ViewBuilder().job_view(job, Cache().snapshot(), {}, [], {})
+    assert view.preempted_by == "PyTorchJob/team/prod"  # the planner's Preemptor.preempted
+    status = pv.with_preempted({"conditions": [{"type": "Queuing"}]}, job, "now")
+    said = status["conditions"][-1]
+    assert (said["type"], said["status"], said["reason"]) == ("Preempted", "True", "Preempted")
+    assert "PyTorchJob/team/prod" in said["message"]
+    assert pv.with_preempted({"conditions": []}, pytorchjob("other"), "now") == {
+        "conditions": []}
+
+
+# -- the hub's seam: one pass decides one preemption, the next holds it --------------------
+class Recorder:
+    """The dispatcher's writes, recorded (the decision, not the API server, is tested)."""
+
+    def __init__(self) -> None:
+        self.requeued: list[tuple[str, str, dict[str, str]]] = []
+        self.events: list[tuple[str, str, str]] = []
+
+    def mark_requeue(self, job: Body, adapter: object, reason: str,
+                     extra: dict[str, str] | None = None) -> bool:
+        self.requeued.append((job["metadata"]["name"], reason, dict(extra or {})))
+        return True
+
+    def event(self, obj: Body, reason: str, message: str, kind: str = "Normal") -> None:
+        self.events.append((obj["metadata"]["name"], reason, message))
+
+
+    def write_status(self, job: Body, adapter: object, status: object) -> None:
+        return None
+
+
+def one_pass(cache: Cache, clusters: list[Any], holds: Any = None, retry_at: Any = None
+             ) -> tuple[Any, Recorder]:
+    """One pass of the hub's shell: the view, the pure plan, its writes (recorded)."""
+    from datetime import UTC, datetime
+
+    from fleet.hub.writer import PassContext, Writer
+    from planner import plan_pass
+
+    snap, now = cache.snapshot(), datetime(2026, 1, 1, tzinfo=UTC)
+    jobs = [j for j in snap.jobs.values() if j["metadata"]["name"] == "prod"]
+    view = ViewBuilder().build(snap, now, "now", jobs, clusters, {}, _raise, holds, retry_at)
+    plan = plan_pass(view)
+    recorder = Recorder()
+    writer = Writer(cache, recorder)  # type: ignore[arg-type]
+    writer.write([i for i in plan.intents if not isinstance(i, Bind)],
+                 PassContext(snap, now, {q.job_key(j): j for j in jobs}))
+    return plan, recorder
+
+
+def _raise(job: Body, exc: Exception) -> None:
+    raise exc
+
+
+def _policy_and_classes(cache: Cache, *classes: tuple[str, int]) -> None:
+    cache.upsert("policies", {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "p", "namespace": "team", "resourceVersion": "1"},
+        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
+                                        "kind": "PyTorchJob"}]}})
+    for name, value in classes:
+        cache.upsert("priorityclasses", priority_class(name, value))
+
+
+def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> None:
+    cache = Cache()
+    _policy_and_classes(cache, ("prod", 100), ("test", 0))
+    test = pytorchjob("test", "test", bound=True)
+    cache.upsert("jobs", test)
+    cache.upsert("works", work_of(test, [
+        {"name": f"test-{i}", "role": role, "node": f"n{i}", "phase": "Running"}
+        for i, role in enumerate(("master", "worker", "worker"))]))
+    cache.upsert("jobs", pytorchjob("prod", "prod"))
+    cache.upsert("clusters", {  # its report counts the victim's pods (no assumed capacity)
+        "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster", "metadata": {"name": "m1"},
+        "status": {"capacity": {"observedTime": "2026-01-01T00:00:10Z"}}})
+    full = [ClusterView("m1", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0, "cpu": 8000}), nodes=(f"n{i}",))
+        for i in range(3)))]
+    plan, recorder = one_pass(cache, full)
+    [waiting] = plan.waits
+    assert waiting.reason == "Preempting"
+    [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
+    assert preempt.job == "PyTorchJob/team/prod"
+    [(victim, reason, extra)] = recorder.requeued
+    assert victim == "test"
+    assert reason == "preempted by PyTorchJob/team/prod (priority 100 > 0)"
+    assert extra == {w.PREEMPTED_BY: "PyTorchJob/team/prod"}
+    assert {(n, r) for n, r, _ in recorder.events} == {
+        ("test", "Preempted"), ("prod", "Preempting")}
+    assert set(plan.holds) == {"uid-prod"}
+    # The next pass (the victim still reported) gets the hold back in its view: no second
+    # decision, the hold is kept.
+    again, recorder = one_pass(cache, full, plan.holds, plan.retry_at)
+    assert [w.reason for w in again.waits] == ["Preempting"]
+    assert recorder.requeued == []
+    assert again.holds == plan.holds
+
+
+def test_a_job_that_fits_elsewhere_preempts_nobody() -> None:
+    cache = Cache()
+    _policy_and_classes(cache, ("prod", 100))
+    cache.upsert("jobs", pytorchjob("prod", "prod"))
+    free = [ClusterView("m2", True, node_groups=(
+        NodeGroup(3, Resources.of({GPU: 2, "cpu": 8000}), nodes=("a", "b", "c")),))]
+    plan, recorder = one_pass(cache, free)
+    assert [b.job for b in plan.binds] == ["PyTorchJob/team/prod"]  # placed on m2
+    assert recorder.requeued == []
+    assert not plan.holds
