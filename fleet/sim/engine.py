@@ -252,7 +252,7 @@ class Simulation:
                 node_requirements=model_requirement(gang.models)),))
             view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
                            quota=Job(key, gang.tenant, dict(demand.total), gang.priority,
-                                     created))
+                                     created), priority=gang.priority)
             self._job_views[gang.name] = view
             self._gangs[key] = gang.name
         return view
@@ -269,6 +269,9 @@ class Simulation:
         holdings = tuple(Holding(self.quota_job(run.gang), admitted_at[name])
                          for name, run in running.items())
         members = {view.name: view for view in self.views}
+        # No priority preemption (``preemption=None``): the planner frees a victim's pods on
+        # the nodes they run on, and the simulated members report their nodes by shape, not
+        # by name; the trace's priorities act through quota admission and reclaim only.
         return PassView(now, self.time_text(now),
                         tuple(self.job_view(g) for g in pending.values()), members, members,
                         quota=QuotaView(self.tree, holdings, self.queue_policies),

@@ -10,13 +10,22 @@ from planner.intents import (
     Dispatch,
     Expire,
     FailOver,
+    Preempt,
     Release,
     RemoveWorks,
     Unbind,
     Wait,
     WorkRemoval,
 )
-from planner.view import FailoverSettings, JobView, PolicyView, Stage, WorkView
+from planner.view import (
+    FailoverSettings,
+    JobView,
+    PolicyView,
+    PreemptionView,
+    Stage,
+    WorkView,
+)
+from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
@@ -143,3 +152,60 @@ def test_equal_views_give_equal_plans() -> None:
     first = plan_pass(view(*jobs))
     assert first == plan_pass(view(*jobs))
     assert all(isinstance(i, Bind | Wait) for i in first.intents)
+
+
+# -- priority preemption: a Preempt intent, its state in the view and in the plan -----------
+def _full_member_and_victim() -> tuple[tuple[ClusterView, ...], Running]:
+    full = (ClusterView("a", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(2))),)
+    victim = Running("PyTorchJob/ns/low", "ns", 0, "t-low",
+                     tuple(Pod("a", f"n{i}", Resources.of({GPU: 8})) for i in range(2)))
+    return full, victim
+
+
+def _preempting(*jobs: JobView, clusters: tuple[ClusterView, ...],
+                preemption: PreemptionView) -> PassView:
+    by_name = {c.name: c for c in clusters}
+    return PassView(NOW, "now", jobs, by_name, by_name, preemption=preemption)
+
+
+def test_a_higher_priority_job_preempts_and_its_capacity_is_held_by_the_next_view() -> None:
+    full, victim = _full_member_and_victim()
+    high = waiting("high", gpus=8, priority=100)
+    plan = plan_pass(_preempting(high, clusters=full,
+                                 preemption=PreemptionView((victim,))))
+    [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
+    assert preempt.job == "PyTorchJob/ns/high"
+    assert preempt.victims == (
+        ("PyTorchJob/ns/low", "preempted by PyTorchJob/ns/high (priority 100 > 0)"),)
+    assert [w.reason for w in plan.waits] == ["Preempting"]
+    hold = plan.holds["high"]
+    assert hold.expires == NOW + 300
+    # The next pass is given the hold: it waits on it and plans nothing new.
+    again = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), holds=plan.holds)))
+    assert not [i for i in again.intents if isinstance(i, Preempt)]
+    assert [w.reason for w in again.waits] == ["Preempting"]
+    assert again.holds == plan.holds
+    # An expired hold is dropped and planned for again.
+    expired = {"high": replace(hold, expires=NOW - 1)}
+    late = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), holds=expired)))
+    assert [i for i in late.intents if isinstance(i, Preempt)]
+
+
+def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preempts() -> None:
+    full, victim = _full_member_and_victim()
+    high = waiting("high", gpus=8, priority=100)
+    plan = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(())))
+    assert plan.retry_at == {"high": NOW + 5}
+    assert [w.reason for w in plan.waits] == ["Unschedulable"]
+    waiting_on = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), retry_at=plan.retry_at)))
+    assert not [i for i in waiting_on.intents if isinstance(i, Preempt)]
+    lowest = plan_pass(_preempting(waiting("zero", gpus=8), clusters=full,
+                                   preemption=PreemptionView((victim,))))
+    assert not [i for i in lowest.intents if isinstance(i, Preempt)]
+    preempted = plan_pass(_preempting(replace(high, preempted_by="PyTorchJob/ns/x"),
+                                      clusters=full, preemption=PreemptionView((victim,))))
+    assert not [i for i in preempted.intents if isinstance(i, Preempt)]  # no cascades
