@@ -6,6 +6,7 @@ COPY pyproject.toml README.md ./
 COPY fleet fleet
 COPY propagation propagation
 COPY quota quota
+COPY planner planner
 COPY preemption preemption
 COPY member-agent member-agent
 RUN pip install --no-cache-dir . && rm -rf /src \

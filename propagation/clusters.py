@@ -17,8 +17,8 @@ class Filtered:
     rejected: tuple[tuple[str, str], ...]  # cluster name, reason
 
 
-def matches_affinity(cluster: ClusterView, affinity: Affinity) -> str:
-    """Empty when ``cluster`` satisfies ``affinity``, otherwise why not."""
+def affinity_mismatch(cluster: ClusterView, affinity: Affinity) -> str:
+    """Why ``cluster`` fails ``affinity``; empty when it satisfies it."""
     if not (affinity.cluster_names or affinity.exclude or affinity.match_labels
             or affinity.match_expressions):
         return ""  # the common case: a policy without cluster affinity
@@ -62,7 +62,7 @@ def filter_clusters(
         reason = (
             ("" if cluster.ready else (cluster.not_ready_reason or "not ready"))
             or cluster.stale_reason
-            or matches_affinity(cluster, affinity)
+            or affinity_mismatch(cluster, affinity)
             or (untolerated_taint(cluster, tolerations) if cluster.taints else "")
         )
         if reason:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propagation.clusters import filter_clusters, matches_affinity
+from propagation.clusters import affinity_mismatch, filter_clusters
 from propagation.fit import Packing, Replica, admitted, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
 from propagation.views import (
@@ -285,7 +285,7 @@ def _available(cluster: ClusterView, role: Role, mode: FitMode) -> int:
 
 def _static_weight(cluster: ClusterView, rules: PlacementRules) -> int:
     return max((weight for affinity, weight in rules.static_weights
-                if not matches_affinity(cluster, affinity)), default=0)
+                if not affinity_mismatch(cluster, affinity)), default=0)
 
 
 def _aggregate(replicas: int, available: dict[str, int]) -> dict[str, int] | None:

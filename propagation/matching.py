@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propagation.clusters import matches_affinity
+from propagation.clusters import affinity_mismatch
 from propagation.views import Affinity, ClusterView
 
 
@@ -54,7 +54,7 @@ def specificity(job: JobIdentity, selector: Selector) -> int:
         return NAME if selector.name == job.name else 0
     if selector.label_selector is not None:
         as_cluster = ClusterView(name=job.name, ready=True, labels=job.labels)
-        return LABELS if not matches_affinity(as_cluster, selector.label_selector) else 0
+        return LABELS if not affinity_mismatch(as_cluster, selector.label_selector) else 0
     return KIND
 
 

@@ -177,7 +177,7 @@ def _debian_mirror() -> str:
 
 def _project_sources() -> list[Path]:
     files = [REPO / "pyproject.toml", REPO / "README.md"]
-    for package in ("fleet", "propagation", "quota", "preemption", "member-agent"):
+    for package in ("fleet", "propagation", "quota", "planner", "preemption", "member-agent"):
         files.extend(p for p in sorted((REPO / package).rglob("*"))
                      if p.is_file() and "__pycache__" not in p.parts
                      and ".egg-info" not in str(p))

@@ -8,7 +8,7 @@ and jobs of a policy that does not queue hold none).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fleet.hub import queueing as q
@@ -16,10 +16,9 @@ from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter, condition
-from preemption.model import Pod, Preemptor, Running
+from preemption.model import Pod, Running
 from propagation.resources import Resources
-from propagation.views import PlacementRules
-from quota.engine import Job
+from propagation.views import JobDemand
 from quota.priority import is_opportunistic
 from quota.tree import PlacedNode
 
@@ -33,7 +32,8 @@ def lowest_priority(classes: Mapping[str, int]) -> int:
 
 
 def running_jobs(snap: Snapshot, classes: Mapping[str, int],
-                 leaves: Mapping[str, PlacedNode]) -> list[Running]:
+                 leaves: Mapping[str, PlacedNode],
+                 demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Running]:
     out = []
     for job in snap.jobs.values():
         meta = job["metadata"]
@@ -45,7 +45,7 @@ def running_jobs(snap: Snapshot, classes: Mapping[str, int],
         if adapter.is_finished(job):
             continue
         try:
-            quota_job = q.as_quota_job(job, classes)
+            quota_job = q.as_quota_job(job, classes, demand_of(job))
         except InvalidJob:
             continue
         admitted = annotations.get(q.ADMITTED_AT)
@@ -57,19 +57,6 @@ def running_jobs(snap: Snapshot, classes: Mapping[str, int],
             tuple(_pods(snap.works_of(meta["uid"]), adapter)),
             quota_job.charge if holds else {}, leaf.key if holds and leaf else None))
     return out
-
-
-def preemptor(job: Body, adapter: KindAdapter, rules: PlacementRules, queued: Job | None,
-              leaves: Mapping[str, PlacedNode], classes: Mapping[str, int]) -> Preemptor:
-    """The waiting job as the planner sees it; quota applies only when its policy queues it."""
-    meta = job["metadata"]
-    key = q.job_key(job)
-    leaf = leaves.get(meta["namespace"]) if queued is not None else None
-    priority = queued.priority if queued is not None else q.priority_of(job, classes)
-    return Preemptor(key, meta["namespace"], priority, adapter.demand(key, job), rules,
-                     queued.charge if queued is not None and leaf else {},
-                     leaf.key if leaf else None,
-                     preempted=w.PREEMPTED_BY in (meta.get("annotations") or {}))
 
 
 def _pods(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]:

@@ -8,7 +8,7 @@ not finished, so a restarted hub rebuilds usage and order exactly from what it l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,9 @@ from fleet.hub.cache import Body, Snapshot
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import adapter_for
 from fleet.kinds.deps import priority_class_manifest, priority_class_names
+from propagation.views import JobDemand
 from quota.amounts import MAX_JOBS
-from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
+from quota.engine import Holding, Job, QueuePolicy
 from quota.queues import queue_names
 from quota.tree import QuotaNode, walk
 
@@ -84,15 +85,15 @@ def active_tree(snap: Snapshot) -> tuple[Body, QuotaNode] | None:
     return None
 
 
-def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int]) -> Job:
-    adapter = adapter_for(job["apiVersion"], job["kind"])
+def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int], demand: JobDemand
+                 ) -> Job:
     meta = job["metadata"]
-    total = adapter.demand(job_key(job), job).total
-    return Job(job_key(job), meta["namespace"], dict(total), priority_of(job, classes),
+    return Job(job_key(job), meta["namespace"], dict(demand.total), priority_of(job, classes),
                meta.get("creationTimestamp", ""))
 
 
-def holdings(snap: Snapshot, classes: Mapping[str, int]) -> list[Holding]:
+def holdings(snap: Snapshot, classes: Mapping[str, int],
+             demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Holding]:
     out = []
     for job in snap.jobs.values():
         annotations = job["metadata"].get("annotations") or {}
@@ -103,7 +104,7 @@ def holdings(snap: Snapshot, classes: Mapping[str, int]) -> list[Holding]:
         adapter = adapter_for(job["apiVersion"], job["kind"])
         if adapter.is_finished(job):
             continue
-        out.append(Holding(as_quota_job(job, classes), annotations[ADMITTED_AT]))
+        out.append(Holding(as_quota_job(job, classes, demand_of(job)), annotations[ADMITTED_AT]))
     return out
 
 
@@ -123,7 +124,7 @@ class QueueState:
     body: Body  # the Queue object to apply (spec) and its status
 
 
-def queue_objects(tree: Body, root: QuotaNode, admission: AdmissionPass,
+def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, int]],
                   pending: Mapping[str, Sequence[str]]) -> list[QueueState]:
     """One Queue per tree node; ``pending`` maps a leaf path to its waiting jobs in order."""
     names = queue_names(p.path for p in walk(root))
@@ -131,18 +132,18 @@ def queue_objects(tree: Body, root: QuotaNode, admission: AdmissionPass,
     out = []
     for placed in walk(root):
         key = placed.key
-        used = admission.usage(key)
+        used = usage.get(key, {})
         below = [p.key for p in walk(placed.node, placed.path[:-1])]
         waiting = [job for leaf in below for job in pending.get(leaf, [])]
         admitted = used.get(MAX_JOBS, 0)
-        usage = ", ".join(
+        summary = ", ".join(
             f"{_short(r)} {format_canonical(r, used.get(r, 0))}/{format_canonical(r, m)}"
             for r, m in sorted(placed.node.max.items()))
         status = {
             "min": {r: format_canonical(r, v) for r, v in sorted(placed.node.min.items())},
             "max": {r: format_canonical(r, v) for r, v in sorted(placed.node.max.items())},
             "used": {r: format_canonical(r, v) for r, v in sorted(used.items()) if v},
-            "pending": len(waiting), "admitted": admitted, "usage": usage,
+            "pending": len(waiting), "admitted": admitted, "usage": summary,
             "pendingJobs": waiting[:50],
         }
         out.append(QueueState(names[placed.path], placed.path, {

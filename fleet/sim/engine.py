@@ -1,5 +1,8 @@
-"""The simulation: member clusters of real node shapes, the quota engine and gang division
-deciding on a virtual clock, and each member's scheduler placing replicas node by node.
+"""The simulation: member clusters of real node shapes, the hub's own planner
+(:func:`planner.plan_pass`: quota admission and gang division) deciding on a virtual clock,
+and each member's scheduler placing replicas node by node. The simulator builds the
+planner's view from its simulated members and applies the planner's intents to them; it
+makes no decision of its own, so what it reports is what the hub would decide.
 
 In node-aware (and reservation) mode the hub's decision is made on the same node-level state
 the member schedules on, so a gang it places always starts. In summed mode the hub sees only
@@ -19,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleet.sim.trace import Gang, Node, Trace
-from propagation.division import divide
+from planner import PassView, plan_pass
+from planner.intents import Bind, Requeue
+from planner.view import JobView, PolicyView, QuotaView, Stage
 from propagation.resources import Resources
 from propagation.views import (
     ClusterView,
@@ -31,12 +36,19 @@ from propagation.views import (
     Role,
 )
 from quota.amounts import MAX_JOBS
-from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
+from quota.engine import Holding, Job, QueuePolicy
 from quota.tree import QuotaNode
 
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
 SCAN_WINDOW = 50  # a pass stops after this many waiting gangs in a row (bounds its cost)
+MAX_PASSES_AT_ONCE = 8  # passes at one instant (each preemption frees quota for the next)
+KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
+
+
+def stamp(seconds: float) -> str:
+    """A simulated time as the text the planner compares (never parses): sortable."""
+    return f"{seconds:015.3f}"
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,8 @@ class Running:
 class Simulation:
     def __init__(self, trace: Trace, scenario: Scenario, clusters: int = 4,
                  tenants: tuple[str, ...] = (), nodes: tuple[Node, ...] | None = None,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None,
+                 time_text: Callable[[float], str] = stamp) -> None:
         self.trace, self.scenario = trace, scenario
         chosen = nodes if nodes is not None else trace.nodes
         self.members: list[list[list[int]]] = [[] for _ in range(clusters)]  # free per node
@@ -108,8 +121,12 @@ class Simulation:
                                        MAX_JOBS: 10**9}, namespaces=(t,)) for t in names))
         self.progress = progress
         self.seq = itertools.count(10**9)  # event order among equal times
-        self.admission = AdmissionPass(self.tree, [], [], {
-            f"root/{t}": scenario.queue_policy for t in names})
+        self.queue_policies = {f"root/{t}": scenario.queue_policy for t in names}
+        mode = FitMode.SUMMED if scenario.fit == "Summed" else FitMode.NODE_AWARE
+        self.policy = PolicyView("simulated", PlacementRules(fit_mode=mode), queues=True)
+        self.time_text = time_text
+        self._job_views: dict[str, JobView] = {}
+        self._gangs: dict[str, str] = {}  # job key -> gang name
         self.outcome = Outcome(scenario, {t: [] for t in names}, total_gpus=self.total_gpus)
         self.views = [self.view(i) for i in range(clusters)]
 
@@ -183,8 +200,7 @@ class Simulation:
                 self.free(run)
                 allocated -= run.gang.gpus * run.gang.replicas
                 useful -= run.gang.gpus * run.gang.replicas
-                self.admission.release([Holding(self.job(run.gang),
-                                                admitted_at.pop(name, ""))])
+                admitted_at.pop(name, None)
                 done += 1
                 more, started_now = self.retry_stranded(run.cluster, running, now, events)
                 allocated += more
@@ -222,68 +238,94 @@ class Simulation:
                 started += run.gang.gpus * run.gang.replicas
         return placed, started
 
-    def job(self, gang: Gang) -> Job:
-        return Job(gang.name, gang.tenant, {GPU: gang.gpus * gang.replicas}, gang.priority,
-                   f"{gang.arrival:015.3f}")
+    def key(self, gang: Gang) -> str:
+        """The gang's job key, as the hub would name a PyTorchJob in the tenant's namespace."""
+        return f"{KIND}/{gang.tenant}/{gang.name}"
+
+    def job_view(self, gang: Gang) -> JobView:
+        """The gang as the planner sees a waiting job (built once per gang)."""
+        view = self._job_views.get(gang.name)
+        if view is None:
+            key, created = self.key(gang), self.time_text(gang.arrival)
+            demand = JobDemand(key, (Role("Worker", gang.replicas, Resources.of(
+                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
+                node_requirements=model_requirement(gang.models)),))
+            view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
+                           quota=Job(key, gang.tenant, dict(demand.total), gang.priority,
+                                     created), priority=gang.priority)
+            self._job_views[gang.name] = view
+            self._gangs[key] = gang.name
+        return view
+
+    def quota_job(self, gang: Gang) -> Job:
+        job = self.job_view(gang).quota
+        assert job is not None  # every simulated gang is queued
+        return job
+
+    def pass_view(self, pending: dict[str, Gang], running: dict[str, Running],
+                  admitted_at: dict[str, str], now: float) -> PassView:
+        """What the hub would see now: the waiting gangs, the members' free nodes (reported
+        at once: nothing is assumed), and the quota held by the running ones."""
+        holdings = tuple(Holding(self.quota_job(run.gang), admitted_at[name])
+                         for name, run in running.items())
+        members = {view.name: view for view in self.views}
+        # No priority preemption (``preemption=None``): the planner frees a victim's pods on
+        # the nodes they run on, and the simulated members report their nodes by shape, not
+        # by name; the trace's priorities act through quota admission and reclaim only.
+        return PassView(now, self.time_text(now),
+                        tuple(self.job_view(g) for g in pending.values()), members, members,
+                        quota=QuotaView(self.tree, holdings, self.queue_policies),
+                        scan_window=SCAN_WINDOW)
 
     def schedule(self, pending: dict[str, Gang], running: dict[str, Running],
                  admitted_at: dict[str, str], now: float,
                  events: list[tuple[float, int, str, str]], seq: int) -> tuple[int, int, int]:
-        if not pending:
-            return 0, 0, seq
-        jobs = {name: self.job(g) for name, g in pending.items()}
-        admission = self.admission
-        admission.next_pass(list(jobs.values()))
-        mode = FitMode.SUMMED if self.scenario.fit == "Summed" else FitMode.NODE_AWARE
-        rules = PlacementRules(fit_mode=mode)
-        views = self.views
-        placed_gpus = started_gpus = misses = 0
-        for job in admission.candidates():
-            if misses >= SCAN_WINDOW:
+        """Passes of the hub's planner at ``now``, its intents applied to the simulated
+        members; a pass that preempts is followed by another (the claimant's quota is free
+        once its victims are requeued), as the hub's next pass would follow it."""
+        placed_gpus = started_gpus = 0
+        for _ in range(MAX_PASSES_AT_ONCE):
+            if not pending:
                 break
-            gang = pending[job.key]
-            verdict = admission.check(job)
-            if verdict.fits and verdict.victims:
-                for victim in verdict.victims:  # preempt whole gangs, requeue them
-                    run = running.pop(victim.job.key)
+            plan = plan_pass(self.pass_view(pending, running, admitted_at, now))
+            preempted = False
+            for intent in plan.intents:
+                if isinstance(intent, Requeue):
+                    run = running.pop(self._gangs[intent.job])
                     self.free(run)
                     placed_gpus -= run.gang.gpus * len(run.placed)
                     if run.started is not None:
                         started_gpus -= run.gang.gpus * run.gang.replicas
                     pending[run.gang.name] = run.gang
+                    admitted_at.pop(run.gang.name, None)
                     self.outcome.preempted += 1
-                admission.release(verdict.victims)
-                views[:] = [self.view(i) for i in range(len(self.members))]
-            if not verdict.fits:
-                admission.wait(job)
-                misses += 1
-                continue
-            demand = JobDemand(job.key, (Role("Worker", gang.replicas, Resources.of(
-                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
-                node_requirements=model_requirement(gang.models)),))
-            decision = divide(demand, views, rules)
-            if not decision.placed:
-                admission.wait(job)
-                misses += 1
-                continue
-            misses = 0
-            index = int(decision.shares[0].cluster[1:])
-            nodes = self.place(index, gang, gang.replicas)
-            views[index] = self.view(index)
-            admission.admit(job, f"{now:015.3f}")
-            admitted_at[gang.name] = f"{now:015.3f}"
-            del pending[gang.name]
-            placed_gpus += gang.gpus * len(nodes)
-            started = len(nodes) == gang.replicas
-            running[gang.name] = Running(gang, index, nodes, now if started else None)
-            if started:
-                started_gpus += gang.gpus * gang.replicas
-                self.outcome.delays[gang.tenant].append(now - gang.arrival)
-                heapq.heappush(events, (now + gang.duration, next(self.seq), "finish",
-                                        gang.name))
-            else:
-                self.outcome.stranded += 1
+                    preempted = True
+                elif isinstance(intent, Bind):
+                    placed, started = self.start(pending.pop(self._gangs[intent.job]),
+                                                 intent, running, admitted_at, now, events)
+                    placed_gpus += placed
+                    started_gpus += started
+            if not preempted:
+                break
         return placed_gpus, started_gpus, seq
+
+    def start(self, gang: Gang, bind: Bind, running: dict[str, Running],
+              admitted_at: dict[str, str], now: float,
+              events: list[tuple[float, int, str, str]]) -> tuple[int, int]:
+        """The member's scheduler places the bound gang's replicas; the GPUs placed and
+        those of a gang that could start."""
+        index = int(bind.shares[0].cluster[1:])
+        nodes = self.place(index, gang, gang.replicas)
+        self.views[index] = self.view(index)
+        admitted_at[gang.name] = bind.admitted_at
+        started = len(nodes) == gang.replicas
+        running[gang.name] = Running(gang, index, nodes, now if started else None)
+        if not started:
+            self.outcome.stranded += 1
+            return gang.gpus * len(nodes), 0
+        self.outcome.delays[gang.tenant].append(now - gang.arrival)
+        heapq.heappush(events, (now + gang.duration, next(self.seq), "finish", gang.name))
+        return gang.gpus * len(nodes), gang.gpus * gang.replicas
 
 
 def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:

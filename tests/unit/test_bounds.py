@@ -345,7 +345,8 @@ def test_the_hub_shows_a_job_beyond_the_bounds_as_invalid_without_dividing_it() 
     """A job with 2^62 replicas stored under an older CRD waits with reason Invalid; the
     pass goes on to decide the others (no division, no memory proportional to the count)."""
     from fleet.hub.cache import Cache
-    from fleet.hub.scheduler import Scheduler, Settings
+    from fleet.hub.pass_view import ViewBuilder
+    from planner import plan_pass
 
     cache = Cache()
     policy = {"apiVersion": "policy.one.alibabacloud.com/v1alpha1",
@@ -357,15 +358,16 @@ def test_the_hub_shows_a_job_beyond_the_bounds_as_invalid_without_dividing_it() 
     job = example("PyTorchJob")
     job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = HUGE
-    scheduler = Scheduler.__new__(Scheduler)
-    scheduler._policy_cache, scheduler._failing, scheduler._stamp = {}, {}, "now"
-    scheduler.settings = Settings()
+    failures: list[Exception] = []
     tracemalloc.start()
     try:
-        waiting = scheduler._decide([job], cache.snapshot(), [], NOW, {})
+        view = ViewBuilder().build(cache.snapshot(), NOW, "now", [job], [], {},
+                                   lambda _, exc: failures.append(exc))
+        waiting = {why.job: why for why in plan_pass(view).waits}
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    assert not failures
     why = waiting["PyTorchJob/ns/job"]
     assert why.reason == "Invalid"
     assert "spec.pytorchReplicaSpecs.Worker.replicas: 4611686018427387904" in why.message
@@ -387,7 +389,7 @@ def test_a_bound_job_changed_beyond_the_bounds_keeps_running_as_divided() -> Non
     """Its replicas changed to 2^62 under an older CRD: one event says so, the Works keep
     their manifests, and nothing raises out of the bound job's reconcile."""
     from fleet.hub import works as w
-    from fleet.hub.scheduler import Scheduler
+    from fleet.hub.mirror import propagate_spec
 
     class Recorder:
         def __init__(self) -> None:
@@ -405,12 +407,10 @@ def test_a_bound_job_changed_beyond_the_bounds_keeps_running_as_divided() -> Non
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = HUGE
     work = {"metadata": {"name": "w", "annotations": {w.JOB_GENERATION: "1"}},
             "spec": {"placement": {"cluster": "member1"}, "manifests": [job]}}
-    scheduler = Scheduler.__new__(Scheduler)
-    scheduler.dispatcher = Recorder()  # type: ignore[assignment]
+    recorder = Recorder()
     placement = [{"cluster": "member1", "replicas": {"Master": 1, "Worker": 2}}]
     adapter = adapter_for("kubeflow.org/v1", "PyTorchJob")
-    scheduler._propagate_spec(job, adapter, placement, [work])
-    recorder = scheduler.dispatcher
+    propagate_spec(recorder, None, job, adapter, placement, [work])  # type: ignore[arg-type]
     assert recorder.updated == ["2"]  # type: ignore[attr-defined]
     [(reason, message)] = recorder.events  # type: ignore[attr-defined]
     assert reason == "ReplicasChangeIgnored"

@@ -3,6 +3,7 @@ into the preemption planner's inputs (pods on their nodes, quota held, no cascad
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fleet.api.protocol import PROPAGATED_LABEL
@@ -10,10 +11,12 @@ from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Cache
+from fleet.hub.pass_view import ViewBuilder
 from fleet.kinds import adapter_for
+from planner.intents import Bind, Preempt
 from preemption.model import Pod
 from propagation.resources import Resources
-from propagation.views import PlacementRules
+from propagation.views import ClusterView, JobDemand, NodeGroup
 from quota.tree import QuotaNode, leaves_by_namespace
 
 Body = dict[str, Any]
@@ -97,7 +100,7 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     going["metadata"]["annotations"][q.REQUEUE] = "preempted"
     cache.upsert("jobs", going)
     [running] = pv.running_jobs(cache.snapshot(), {"test": 0},
-                                leaves_by_namespace(tree))
+                                leaves_by_namespace(tree), _demand)
     request = Resources.of({GPU: 2, "cpu": 1000})
     assert running.key == "PyTorchJob/team/run"
     assert running.pods == (Pod("m1", "n1", request), Pod("m1", "n2", request),
@@ -112,16 +115,19 @@ def test_an_opportunistic_running_job_holds_no_quota() -> None:
     tree = QuotaNode("root", max={GPU: 8}, children=(
         QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
     cache.upsert("jobs", pytorchjob("oppo", "oppo", bound=True, admitted=True))
-    [running] = pv.running_jobs(cache.snapshot(), {"oppo": -1}, leaves_by_namespace(tree))
+    [running] = pv.running_jobs(cache.snapshot(), {"oppo": -1}, leaves_by_namespace(tree),
+                                _demand)
     assert (running.priority, running.leaf, dict(running.charge)) == (-1, None, {})
+
+
+def _demand(job: Mapping[str, Any]) -> JobDemand:
+    return adapter_for(job["apiVersion"], job["kind"]).demand(q.job_key(job), job)
 
 
 def test_a_preempted_job_is_marked_so_and_preempts_nobody() -> None:
     job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
-    adapter = adapter_for("kubeflow.org/v1", "PyTorchJob")
-    preemptor = pv.preemptor(job, adapter, PlacementRules(), None, {}, {})
-    assert preemptor.preempted
-    assert preemptor.leaf is None  # its policy does not queue it: capacity alone decides
+    view = ViewBuilder().job_view(job, Cache().snapshot(), {}, [], {})
+    assert view.preempted_by == "PyTorchJob/team/prod"  # the planner's Preemptor.preempted
     status = pv.with_preempted({"conditions": [{"type": "Queuing"}]}, job, "now")
     said = status["conditions"][-1]
     assert (said["type"], said["status"], said["reason"]) == ("Preempted", "True", "Preempted")
@@ -147,86 +153,85 @@ class Recorder:
         self.events.append((obj["metadata"]["name"], reason, message))
 
 
-def scheduler_with(cache: Cache) -> Any:
-    from fleet.hub.assumed import AssumedCapacity
-    from fleet.hub.scheduler import Scheduler, Settings, _PreemptionPass
-
-    scheduler = Scheduler.__new__(Scheduler)
-    scheduler._policy_cache, scheduler._failing, scheduler._stamp = {}, {}, "now"
-    scheduler.settings = Settings()
-    scheduler._assumed = AssumedCapacity()
-    scheduler._holds, scheduler._preemption, scheduler._no_plan = {}, _PreemptionPass(), {}
-    scheduler._snap = cache.snapshot()
-    scheduler.dispatcher = Recorder()
-    return scheduler
+    def write_status(self, job: Body, adapter: object, status: object) -> None:
+        return None
 
 
-def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> None:
+def one_pass(cache: Cache, clusters: list[Any], holds: Any = None, retry_at: Any = None
+             ) -> tuple[Any, Recorder]:
+    """One pass of the hub's shell: the view, the pure plan, its writes (recorded)."""
     from datetime import UTC, datetime
 
-    from propagation.views import ClusterView, NodeGroup
+    from fleet.hub.writer import PassContext, Writer
+    from planner import plan_pass
 
-    cache = Cache()
+    snap, now = cache.snapshot(), datetime(2026, 1, 1, tzinfo=UTC)
+    jobs = [j for j in snap.jobs.values() if j["metadata"]["name"] == "prod"]
+    view = ViewBuilder().build(snap, now, "now", jobs, clusters, {}, _raise, holds, retry_at)
+    plan = plan_pass(view)
+    recorder = Recorder()
+    writer = Writer(cache, recorder)  # type: ignore[arg-type]
+    writer.write([i for i in plan.intents if not isinstance(i, Bind)],
+                 PassContext(snap, now, {q.job_key(j): j for j in jobs}))
+    return plan, recorder
+
+
+def _raise(job: Body, exc: Exception) -> None:
+    raise exc
+
+
+def _policy_and_classes(cache: Cache, *classes: tuple[str, int]) -> None:
     cache.upsert("policies", {
         "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
         "metadata": {"name": "p", "namespace": "team", "resourceVersion": "1"},
         "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
                                         "kind": "PyTorchJob"}]}})
-    for name, value in (("prod", 100), ("test", 0)):
+    for name, value in classes:
         cache.upsert("priorityclasses", priority_class(name, value))
+
+
+def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> None:
+    cache = Cache()
+    _policy_and_classes(cache, ("prod", 100), ("test", 0))
     test = pytorchjob("test", "test", bound=True)
     cache.upsert("jobs", test)
     cache.upsert("works", work_of(test, [
         {"name": f"test-{i}", "role": role, "node": f"n{i}", "phase": "Running"}
         for i, role in enumerate(("master", "worker", "worker"))]))
-    prod = pytorchjob("prod", "prod")
-    cache.upsert("jobs", prod)
+    cache.upsert("jobs", pytorchjob("prod", "prod"))
     cache.upsert("clusters", {  # its report counts the victim's pods (no assumed capacity)
         "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster", "metadata": {"name": "m1"},
         "status": {"capacity": {"observedTime": "2026-01-01T00:00:10Z"}}})
     full = [ClusterView("m1", True, node_groups=tuple(
         NodeGroup(1, Resources.of({GPU: 0, "cpu": 8000}), nodes=(f"n{i}",))
         for i in range(3)))]
-    scheduler = scheduler_with(cache)
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    waiting = scheduler._decide([prod], cache.snapshot(), full, now, {})
-    assert waiting["PyTorchJob/team/prod"].reason == "Preempting"
-    [(victim, reason, extra)] = scheduler.dispatcher.requeued
+    plan, recorder = one_pass(cache, full)
+    [waiting] = plan.waits
+    assert waiting.reason == "Preempting"
+    [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
+    assert preempt.job == "PyTorchJob/team/prod"
+    [(victim, reason, extra)] = recorder.requeued
     assert victim == "test"
     assert reason == "preempted by PyTorchJob/team/prod (priority 100 > 0)"
     assert extra == {w.PREEMPTED_BY: "PyTorchJob/team/prod"}
-    assert {(n, r) for n, r, _ in scheduler.dispatcher.events} == {
+    assert {(n, r) for n, r, _ in recorder.events} == {
         ("test", "Preempted"), ("prod", "Preempting")}
-    # The next pass (the victim still reported): no second decision, the hold is kept.
-    waiting = scheduler._decide([prod], cache.snapshot(), full, now, {})
-    assert waiting["PyTorchJob/team/prod"].reason == "Preempting"
-    assert len(scheduler.dispatcher.requeued) == 1
+    assert set(plan.holds) == {"uid-prod"}
+    # The next pass (the victim still reported) gets the hold back in its view: no second
+    # decision, the hold is kept.
+    again, recorder = one_pass(cache, full, plan.holds, plan.retry_at)
+    assert [w.reason for w in again.waits] == ["Preempting"]
+    assert recorder.requeued == []
+    assert again.holds == plan.holds
 
 
 def test_a_job_that_fits_elsewhere_preempts_nobody() -> None:
-    from datetime import UTC, datetime
-
-    from propagation.views import ClusterView, NodeGroup
-
     cache = Cache()
-    cache.upsert("policies", {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "p", "namespace": "team", "resourceVersion": "1"},
-        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
-                                        "kind": "PyTorchJob"}]}})
-    cache.upsert("priorityclasses", priority_class("prod", 100))
+    _policy_and_classes(cache, ("prod", 100))
     cache.upsert("jobs", pytorchjob("prod", "prod"))
-    scheduler = scheduler_with(cache)
     free = [ClusterView("m2", True, node_groups=(
         NodeGroup(3, Resources.of({GPU: 2, "cpu": 8000}), nodes=("a", "b", "c")),))]
-
-    class Pool:
-        def submit(self, *args: object) -> None:
-            pass
-
-    import threading
-    scheduler._inflight, scheduler._inflight_lock, scheduler._pool = {}, threading.Lock(), Pool()
-    waiting = scheduler._decide([pytorchjob("prod", "prod")], cache.snapshot(), free,
-                                datetime(2026, 1, 1, tzinfo=UTC), {})
-    assert "PyTorchJob/team/prod" not in waiting  # decided: placed on m2
-    assert scheduler.dispatcher.requeued == []
+    plan, recorder = one_pass(cache, free)
+    assert [b.job for b in plan.binds] == ["PyTorchJob/team/prod"]  # placed on m2
+    assert recorder.requeued == []
+    assert not plan.holds

@@ -1,0 +1,86 @@
+"""The hub's observe step for bound jobs: their Works' reports become the job's status, and
+a spec change of the job (pause, resume, debug, suspend, run policy) goes to its Works.
+
+This mirrors state between objects the hub already placed; it decides nothing (what to
+place, move or remove is the planner's), as Karmada's status and binding controllers sit
+beside its scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.hub import member_failures as mf
+from fleet.hub import works as w
+from fleet.hub.cache import Body, Cache
+from fleet.hub.dispatch import Dispatcher
+from fleet.kinds.base import InvalidJob, KindAdapter
+
+_VOLATILE = {"lastReconcileTime"}
+
+
+def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
+                   adapter: KindAdapter, placement: list[dict[str, Any]],
+                   works: Sequence[Body]) -> None:
+    """Carry a spec change of a bound job to its Works. A change of replica counts is not
+    carried: the job was divided for the counts it had, so it would need a new placement
+    (an event says so)."""
+    stale = [wk for wk in works if w.outdated(job, wk)
+             and not wk["metadata"].get("deletionTimestamp")]
+    if not stale:
+        return
+    placed: dict[str, int] = {}
+    for share in placement:
+        for role, count in share["replicas"].items():
+            placed[role] = placed.get(role, 0) + count
+    generation = str(job["metadata"].get("generation", 1))
+    try:
+        wanted = {r.name: r.replicas for r in adapter.roles(job)}
+    except InvalidJob as exc:  # changed beyond the bounds (under an older CRD)
+        refusal = f"{exc}; the job keeps running as divided ({placed})"
+    else:
+        placed = {**dict.fromkeys(wanted, 0), **placed}
+        refusal = "" if wanted == {k: v for k, v in placed.items() if v or k in wanted} \
+            else (f"replicas changed to {wanted} after the job was divided as {placed}; "
+                  "delete and re-create the job to re-divide it")
+    if refusal:
+        for work in stale:  # remember the refusal so the event is said once
+            dispatcher.update_work(work, work["spec"]["manifests"][0], generation)
+        dispatcher.event(job, "ReplicasChangeIgnored", refusal, "Warning")
+        return
+    shares = {s["cluster"]: s for s in placement}
+    for work in stale:
+        placed_share = shares.get(work["spec"]["placement"]["cluster"])
+        if placed_share is None:
+            continue
+        manifest = w.member_manifest(job, adapter, placed_share, placement,
+                                     work["metadata"]["name"])
+        updated = dispatcher.update_work(work, manifest, generation)
+        if updated is not None and cache is not None:
+            cache.upsert("works", updated)
+
+
+def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdapter,
+              works: Sequence[Body], stamp: str) -> None:
+    """The job's status from its Works' reports, written when it changed; a member failure
+    is also said once in an event."""
+    current = job.get("status") or {}
+    failure = mf.replica_failure(works)
+    status = mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure)
+    status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
+        or current.get("clusters", [])
+    if differs(current, status):
+        written = dispatcher.write_status(job, adapter, status)
+        if written is not None:
+            cache.upsert("jobs", written)
+    said = mf.current_failure(current)
+    if failure is not None and said != (failure["reason"], failure["message"]):
+        # once per new failure: the condition above is compared before it is written
+        dispatcher.event(job, failure["reason"], failure["message"], "Warning")
+
+
+def differs(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    def strip(status: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in status.items() if k not in _VOLATILE and v not in (None, [], {})}
+    return strip(current) != strip(new)

@@ -1,0 +1,400 @@
+"""The hub's write step: carrying out a plan's intents against the API server.
+
+Every write is idempotent and guarded: a bind by the job's resourceVersion (two hubs never
+bind one job), a status by the version it was computed from, a Work by its deterministic
+name. A bind and its Works are written in the background (deciding the next pass does not
+wait for them); until they are, the job is "in flight": the next pass leaves it out and
+takes its capacity as assumed. Everything else is written in plan order before the next pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ParamSpec
+
+from fleet import metrics
+from fleet.hub import preemption_views as pv
+from fleet.hub import queueing as q
+from fleet.hub import works as w
+from fleet.hub.cache import Body, Cache, Snapshot
+from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.pass_view import leaf_queue_names, work_key
+from fleet.hub.views import parse_time
+from fleet.kinds import adapter_for
+from fleet.kinds.base import InvalidJob, KindAdapter
+from planner.intents import (
+    Bind,
+    Dispatch,
+    Expire,
+    FailOver,
+    Intent,
+    Preempt,
+    QueueReport,
+    Release,
+    RemoveWorks,
+    Requeue,
+    Unbind,
+    Wait,
+)
+from propagation.division import ClusterShare
+from propagation.resources import Resources
+from quota.tree import leaves_by_namespace, walk
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+# Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
+# on every pass.
+RUNNING_METRIC_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What one pass's writes read: its snapshot, its time, and the jobs it looked at."""
+
+    snap: Snapshot
+    now: datetime
+    looked: Mapping[str, Body]  # the jobs of the pass's view, by key
+
+    def job(self, key: str) -> Body | None:
+        """A job of the snapshot; one the pass did not look at (a preemption's victim) is
+        found through an index built only then."""
+        return self.looked.get(key) or self._all_jobs.get(key)
+
+    @functools.cached_property
+    def _all_jobs(self) -> dict[str, Body]:
+        return {q.job_key(j): j for j in self.snap.jobs.values()}
+
+    def works(self, job: Body) -> dict[str, Body]:
+        uid = job["metadata"]["uid"]
+        return {work_key(wk): wk for wk in (*self.snap.works_of(uid),
+                                            *self.snap.evicting_of(uid))}
+
+
+def placement_dicts(shares: Sequence[ClusterShare]) -> list[dict[str, Any]]:
+    """The placement as Works and the placement annotation spell it."""
+    return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
+             "nodes": list(s.nodes), **({"copy": True} if s.copy else {})} for s in shares]
+
+
+@dataclass
+class FailureLog:
+    """Log a job's failure with its traceback once, not on every pass: a job that cannot be
+    handled stays skipped, and the log says so again only when the error changes."""
+
+    _said: dict[str, str] = field(default_factory=dict)  # job key -> the error last logged
+
+    def failed(self, key: str, what: str, exc: Exception) -> None:
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        if self._said.get(key) == text:
+            log.debug("%s %s: %s", what, key, text)
+            return
+        if len(self._said) >= 10_000:  # bounded: forget the oldest
+            self._said.pop(next(iter(self._said)))
+        self._said[key] = text
+        if isinstance(exc, InvalidJob):
+            log.warning("%s %s: %s", what, key, text)
+        else:
+            log.exception("%s %s", what, key)
+
+
+@dataclass
+class Writer:
+    cache: Cache
+    dispatcher: Dispatcher
+    workers: int = 16  # concurrent bind writers (bind, Works, events, status)
+    _inflight: dict[str, dict[str, list[Resources]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): a metric
+    failures: FailureLog = field(default_factory=FailureLog)
+
+    def __post_init__(self) -> None:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
+
+    def submit(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+        """A write off the pass (the pass does not wait for it, nor see it fail)."""
+        self._pool.submit(write, *args, **kwargs)
+
+    def inflight(self) -> dict[str, dict[str, list[Resources]]]:
+        """Jobs (by uid) whose bind is being written, and what each spends per cluster."""
+        with self._lock:
+            return {uid: dict(spent) for uid, spent in self._inflight.items()}
+
+    def write(self, intents: Sequence[Intent], ctx: PassContext) -> None:
+        """Carry out ``intents`` in order; one failing never stops the others."""
+        for intent in intents:
+            job = ctx.job(intent.job) if not isinstance(intent, QueueReport) else None
+            try:
+                if isinstance(intent, QueueReport):
+                    self.publish_queues(intent, ctx)
+                elif job is None:
+                    continue
+                elif isinstance(intent, Bind):
+                    self.start_bind(intent, job, ctx)
+                else:
+                    self.write_one(intent, job, ctx)
+            except Exception as exc:
+                key = "" if isinstance(intent, QueueReport) else intent.job
+                self.failures.failed(key, f"{type(intent).__name__} not written for", exc)
+
+    def write_one(self, intent: Intent, job: Body, ctx: PassContext) -> None:
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        match intent:
+            case Dispatch():
+                self.complete_dispatch(intent, job, adapter, ctx.snap)
+            case Wait():
+                self.show_waiting(intent, job, adapter)
+            case Requeue():
+                self.preempt(intent, job, adapter, ctx)
+            case Preempt():
+                self.preempt_for(intent, job, ctx)
+            case FailOver():
+                self.fail_over(intent, job, adapter, ctx)
+            case RemoveWorks():
+                self.remove_works(intent, ctx.works(job))
+            case Unbind():
+                unbound = self.dispatcher.unbind(job, adapter)
+                if unbound is not None:
+                    self.cache.upsert("jobs", unbound)
+                    preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
+                    self.write_status(unbound, adapter, pv.with_preempted(
+                        adapter.waiting_status(None, "Preempted" if preempted else "Requeued",
+                                               intent.reason, now_text()),
+                        unbound, now_text()))
+            case Release():
+                self.dispatcher.release(job, adapter)
+            case Expire():
+                log.info("deleting %s: %s", intent.job, intent.reason)
+                self.dispatcher.delete_job(job, adapter)
+
+    # -- binding ------------------------------------------------------------------------
+    def start_bind(self, bind: Bind, job: Body, ctx: PassContext) -> None:
+        spent: dict[str, list[Resources]] = {}
+        for cluster, requests in bind.spent:
+            spent.setdefault(cluster, []).extend(requests)
+        with self._lock:
+            self._inflight[job["metadata"]["uid"]] = spent
+        self._pool.submit(self.bind, bind, job, ctx)
+
+    def bind(self, bind: Bind, job: Body, ctx: PassContext) -> None:
+        """Bind, create every Work (or roll back), then tell: events and status."""
+        meta = job["metadata"]
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        try:
+            failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
+            extra: dict[str, str | None] = {
+                q.ADMITTED_AT: bind.admitted_at or None,
+                w.PURGE_MODE: bind.purge_mode or None,
+                w.FAILOVER_SINCE: None,
+                w.FAILOVER_AVOID: None,
+                w.PREEMPTED_BY: None,
+            }
+            shares = placement_dicts(bind.shares)
+            bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),
+                                         list(bind.clusters), extra)
+            if bound is None:
+                return  # changed under us; the next pass sees the new version
+            self.cache.upsert("jobs", bound)
+            if failed_over is not None:
+                metrics.FAILOVER_SECONDS.observe((ctx.now - failed_over).total_seconds())
+            bound_at = time.time()
+            try:
+                deps = self.dependencies(bound, adapter, ctx.snap, bind.propagate_deps)
+                created = self.dispatcher.create_works(
+                    [w.work_body(bound, adapter, share, shares, deps) for share in shares])
+            except Exception:
+                metrics.DISPATCH_ERRORS.inc()
+                log.exception("dispatch of %s failed; rolled back", bind.job)
+                self.dispatcher.unbind(bound, adapter)
+                return
+            for work in created:
+                self.cache.upsert("works", work)
+            if failed_over is None:  # a failover is timed by fleet_failover_seconds
+                tree = q.active_tree(ctx.snap)
+                names = leaf_queue_names(tree[1]) if tree else {}
+                observe_stages(meta, bind.admitted_at or None, bound_at, time.time(),
+                               names.get(bind.admitted_by, ""))
+            if bind.admitted_by:
+                self.dispatcher.event(bound, "Admitted", f"admitted by quota {bind.admitted_by}")
+                metrics.ADMISSIONS.inc()
+            self.dispatcher.event(bound, "ScheduleBindingSucceed", bind.reason)
+            self.write_status(bound, adapter, adapter.bound_status(
+                bound.get("status"), list(bind.clusters), bind.reason, now_text()))
+            log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
+        except Exception:
+            log.exception("writing the decision for %s failed", bind.job)
+        finally:
+            with self._lock:
+                self._inflight.pop(meta["uid"], None)
+            self.cache.poke()
+
+    def dependencies(self, job: Body, adapter: KindAdapter, snap: Snapshot,
+                     propagate_deps: bool) -> list[Body]:
+        """What the job's Works carry after it: the PriorityClasses it names, always (a
+        member without them refuses its pods), then with propagateDeps what it references."""
+        classes = q.priority_class_manifests(job, snap)
+        if not propagate_deps:
+            return classes
+        return [*classes, *self.dispatcher.dependencies(job, adapter)]
+
+    def complete_dispatch(self, intent: Dispatch, job: Body, adapter: KindAdapter,
+                          snap: Snapshot) -> None:
+        """Roll forward: the Works of a recorded placement that are missing."""
+        placement = w.decode_placement(job)
+        log.info("completing dispatch of %s to %s", intent.job, list(intent.clusters))
+        deps = self.dependencies(job, adapter, snap, intent.propagate_deps)
+        for work in self.dispatcher.create_works(
+                [w.work_body(job, adapter, s, placement, deps) for s in placement
+                 if s["cluster"] in intent.clusters]):
+            self.cache.upsert("works", work)
+
+    # -- moving and removing ------------------------------------------------------------
+    def preempt(self, intent: Requeue, victim: Body, adapter: KindAdapter,
+                ctx: PassContext) -> None:
+        if not self.dispatcher.mark_requeue(victim, adapter, intent.reason):
+            return
+        metrics.PREEMPTIONS.labels("reclaim").inc()
+        self.dispatcher.event(victim, "Preempted", intent.reason, "Warning")
+        claimant = ctx.job(intent.claimant)
+        if claimant is not None:
+            kind, namespace, name = intent.job.split("/", 2)
+            self.dispatcher.event(claimant, "Reclaimed",
+                                  f"preempted {kind} {namespace}/{name} to reclaim quota")
+        log.info("preempted %s for %s", intent.job, intent.claimant)
+
+    def preempt_for(self, intent: Preempt, preemptor: Body, ctx: PassContext) -> None:
+        """Priority preemption: each victim goes back to its queue, marked preempted by
+        ``intent.job`` (cleared when it is bound again)."""
+        for key, reason in intent.victims:
+            victim = ctx.job(key)
+            if victim is None:
+                continue
+            adapter = adapter_for(victim["apiVersion"], victim["kind"])
+            if self.dispatcher.mark_requeue(victim, adapter, reason,
+                                            {w.PREEMPTED_BY: intent.job}):
+                metrics.PREEMPTIONS.labels("priority").inc()
+                self.dispatcher.event(victim, "Preempted", reason, "Warning")
+                log.info("preempted %s for %s", key, intent.job)
+        self.dispatcher.event(preemptor, "Preempting", intent.reason)
+
+    def fail_over(self, intent: FailOver, job: Body, adapter: KindAdapter,
+                  ctx: PassContext) -> None:
+        metrics.FAILOVERS.labels("cluster_lost" if intent.lost_clusters
+                                 else "unschedulable").inc()
+        started = datetime.fromtimestamp(intent.since, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.dispatcher.event(job, "FailedOver", intent.reason, "Warning")
+        marks = {w.FAILOVER_SINCE: started, w.FAILOVER_AVOID: ",".join(intent.avoid)}
+        log.info("failing over %s: %s", intent.job, intent.reason)
+        works = ctx.works(job)
+        mine = [works[name] for name in intent.works if name in works]
+        if intent.evict_after is not None:  # Graciously
+            deadline = datetime.fromtimestamp(intent.evict_after, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+            for work in mine:
+                self.dispatcher.evict(work, deadline)
+            unbound = self.dispatcher.unbind(job, adapter, marks)
+            if unbound is not None:
+                self.cache.upsert("jobs", unbound)
+            return
+        for work in mine:
+            self.dispatcher.set_purge_mode(work, intent.purge_mode)
+        self.dispatcher.mark_requeue(job, adapter, f"failed over: {intent.reason}", marks)
+
+    def remove_works(self, intent: RemoveWorks, works: Mapping[str, Body]) -> None:
+        """Purge-mode overrides first, then each Work: a lost member's agent cannot release
+        it, so the hub drops its finalizer; then it is deleted unless already going."""
+        found = [(r, works[r.work]) for r in intent.works if r.work in works]
+        for removal, work in found:
+            if removal.purge_now:
+                self.dispatcher.set_purge_mode(work, "Immediately")
+        for removal, work in found:
+            if removal.drop_agent_finalizer:
+                self.dispatcher.drop_agent_finalizer(work)
+            if removal.delete:
+                self.dispatcher.delete_work(work)
+
+    # -- telling ------------------------------------------------------------------------
+    def show_waiting(self, why: Wait, job: Body, adapter: KindAdapter) -> None:
+        queue = (job.get("status") or {}).get("queue") or {}
+        shown: dict[str, str | int] = {"reason": why.reason, "message": why.message}
+        if why.queue:
+            shown |= {"name": why.queue, "position": why.position}
+        if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
+            return
+        status = pv.with_preempted(adapter.waiting_status(
+            job.get("status"), why.reason, why.message, now_text()), job, now_text())
+        status["queue"] = shown
+        self.write_status(job, adapter, status)
+
+    def publish_queues(self, report: QueueReport, ctx: PassContext) -> None:
+        tree = q.active_tree(ctx.snap)
+        if tree is None:
+            return
+        names = leaf_queue_names(tree[1])
+        for leaf in report.pending:
+            oldest = parse_time(report.oldest.get(leaf))
+            metrics.QUEUE_PENDING_AGE.labels(names[leaf]).set(
+                (ctx.now - oldest).total_seconds() if oldest else 0)
+        if time.monotonic() - self._running[0] >= RUNNING_METRIC_SECONDS:
+            self._running = (time.monotonic(), running_by_leaf(ctx.snap))
+        running = self._running[1]
+        nodes = {p.key: p.node for p in walk(tree[1])}
+        pending_names = {leaf: [k.split("/", 1)[1] for k in keys]
+                         for leaf, keys in report.pending.items()}
+        for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names):
+            self.dispatcher.publish_queue(state.body, ctx.snap.queues)
+            status = state.body["status"]
+            key = "/".join(state.path)
+            metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
+            metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
+            metrics.QUEUE_RUNNING.labels(state.name).set(
+                sum(n for leaf, n in running.items() if leaf == key or
+                    leaf.startswith(key + "/")))
+            node = nodes[key]
+            metrics.set_quota(state.name, node.min, node.max, report.usage.get(key, {}))
+
+    def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
+        written = self.dispatcher.write_status(job, adapter, status)
+        if written is not None:
+            self.cache.upsert("jobs", written)
+
+
+def running_by_leaf(snap: Snapshot) -> dict[str, int]:
+    """Admitted jobs whose state is Running, counted at their quota leaf."""
+    tree = q.active_tree(snap)
+    if tree is None:
+        return {}
+    leaves = leaves_by_namespace(tree[1])
+    out: dict[str, int] = {}
+    for job in snap.jobs.values():
+        meta = job["metadata"]
+        leaf = leaves.get(meta.get("namespace", ""))
+        if leaf is None or q.ADMITTED_AT not in (meta.get("annotations") or {}):
+            continue
+        if adapter_for(job["apiVersion"], job["kind"]).state(job.get("status")) == "Running":
+            out[leaf.key] = out.get(leaf.key, 0) + 1
+    return out
+
+
+def observe_stages(meta: Mapping[str, Any], admitted: str | None, bound_at: float,
+                   dispatched_at: float, queue: str) -> None:
+    """Stage latencies of a decision just written: created -> admitted (queued jobs) ->
+    bound -> dispatched (its Works exist)."""
+    created = parse_time(meta.get("creationTimestamp"))
+    previous = created.timestamp() if created else None
+    admitted_time = parse_time(admitted) if admitted else None
+    if admitted_time is not None:
+        if previous is not None:
+            wait = max(0.0, admitted_time.timestamp() - previous)
+            metrics.STAGE_SECONDS.labels("admitted").observe(wait)
+            metrics.ADMISSION_WAIT.labels(queue).observe(wait)
+        previous = admitted_time.timestamp()
+    if previous is not None:
+        metrics.STAGE_SECONDS.labels("bound").observe(max(0.0, bound_at - previous))
+    metrics.STAGE_SECONDS.labels("dispatched").observe(max(0.0, dispatched_at - bound_at))

@@ -1,0 +1,130 @@
+"""Jobs already placed: keep their Works complete, move them when a share stays unhealthy,
+take their Works away when they are deleted or requeued, and expire them when finished."""
+
+from __future__ import annotations
+
+import math
+
+from planner.intents import (
+    Dispatch,
+    Expire,
+    FailOver,
+    Intent,
+    Release,
+    RemoveWorks,
+    Unbind,
+    WorkRemoval,
+)
+from planner.view import JobView, PassView, Stage, WorkView
+from propagation.failover import ShareHealth, decide_failover
+
+RUNNING_STATES = ("Running", "Succeeded")
+
+
+def settle(job: JobView, view: PassView) -> list[Intent]:
+    """Everything but placing: what a bound, requeued or deleted job needs written."""
+    if job.stage is Stage.DELETING:
+        return finalize(job, view)
+    out: list[Intent] = []
+    if job.evicting:
+        out += sweep_evicting(job, view)
+    if job.stage is Stage.REQUEUED:
+        out += finish_requeue(job, view)
+    elif job.stage is Stage.BOUND:
+        out += complete_dispatch(job)
+        out += expire(job, view)
+        if not job.finished:
+            out += fail_over(job, view)
+    return out
+
+
+def _lost(view: PassView, cluster: str) -> bool:
+    member = view.clusters.get(cluster)
+    return member is None or not member.ready
+
+
+def finalize(job: JobView, view: PassView) -> list[Intent]:
+    """A deleted job: its Works go (a lost member's at once, the rest by their agents),
+    then its dispatch finalizer."""
+    if not job.dispatch_finalizer:
+        return []
+    works = (*job.works, *job.evicting)
+    if not works:
+        return [Release(job.key)]
+    return [RemoveWorks(job.key, tuple(
+        WorkRemoval(w.name, delete=not w.deleting,
+                    purge_now=w.keeps_copy and not w.deleting,
+                    drop_agent_finalizer=_lost(view, w.cluster)) for w in works),
+        "job deleted")]
+
+
+def finish_requeue(job: JobView, view: PassView) -> list[Intent]:
+    """A preempted or failed-over job: once its Works are gone it is unbound and waits in
+    its queue again (its quota was released when it was marked)."""
+    if job.works:
+        return [RemoveWorks(job.key, tuple(
+            WorkRemoval(w.name, delete=not w.deleting,
+                        drop_agent_finalizer=_lost(view, w.cluster)) for w in job.works),
+            f"requeued: {job.requeue_reason}")]
+    return [Unbind(job.key, job.requeue_reason)]
+
+
+def sweep_evicting(job: JobView, view: PassView) -> list[Intent]:
+    """Graciously: old Works go once the new placement runs, or when their time is up."""
+    running = bool(job.works) and all(w.state in RUNNING_STATES for w in job.works)
+    going = tuple(WorkRemoval(w.name) for w in job.evicting if not w.deleting and (
+        running or job.finished or (w.evict_after is not None and view.now >= w.evict_after)))
+    return [RemoveWorks(job.key, going, "evicted")] if going else []
+
+
+def complete_dispatch(job: JobView) -> list[Intent]:
+    have = {w.cluster for w in job.works}
+    missing = tuple(s.cluster for s in job.placement if s.cluster not in have)
+    if not missing or job.finished:
+        return []
+    return [Dispatch(job.key, missing, bool(job.policy and job.policy.propagate_deps))]
+
+
+def expire(job: JobView, view: PassView) -> list[Intent]:
+    """ttlSecondsAfterFinished: the hub deletes the finished job (its Works, and so the
+    member jobs, go with it); members leave a federated job's TTL to the hub."""
+    if not job.finished or job.ttl_seconds is None or job.finished_at is None:
+        return []
+    age = view.now - job.finished_at
+    if age < job.ttl_seconds:
+        return []
+    return [Expire(job.key, f"finished {int(age)} s ago (ttlSecondsAfterFinished "
+                            f"{job.ttl_seconds})")]
+
+
+def share_health(work: WorkView, view: PassView) -> ShareHealth:
+    member = view.clusters.get(work.cluster)
+    if member is None or not member.ready:
+        since = view.lost_since.get(work.cluster)
+        # A removed member never comes back: its shares are past any toleration.
+        lost_for = math.inf if member is None else (view.now - since) if since else 0.0
+        why = member.not_ready_reason if member else "cluster removed"
+        return ShareHealth(work.cluster, False, lost_for, f"cluster lost ({why})", True)
+    if work.unhealthy:
+        since = view.now if work.unhealthy_since is None else work.unhealthy_since
+        return ShareHealth(work.cluster, False, view.now - since,
+                           work.unhealthy_reason.removeprefix(f"{work.cluster}: "))
+    return ShareHealth(work.cluster, True)
+
+
+def fail_over(job: JobView, view: PassView) -> list[Intent]:
+    settings = job.policy.failover if job.policy else None
+    if settings is None:
+        return []
+    shares = [share_health(w, view) for w in job.works]
+    decision = decide_failover(shares, settings.toleration_seconds)
+    if decision is None:
+        return []
+    since = min((view.now - s.unhealthy_for for s in shares
+                 if not s.healthy and not math.isinf(s.unhealthy_for)), default=view.now)
+    graceful = settings.purge_mode == "Graciously"
+    return [FailOver(job.key, decision.reason, settings.purge_mode, since,
+                     tuple(s.cluster for s in shares if not s.healthy),
+                     decision.lost_clusters,
+                     view.now + settings.grace_period_seconds if graceful else None,
+                     tuple(w.name for w in job.works))]

@@ -1,0 +1,154 @@
+"""What a pass decides, as typed intents in the order to write them.
+
+Each intent names its job by key and says why. The hub's writer carries each one out
+idempotently (guarded by the job's resourceVersion where the write decides something); the
+simulator applies them to its simulated members. Preemption, growing and shrinking a job are
+further intents of the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from propagation.division import ClusterShare, Decision
+from propagation.resources import Resources
+from propagation.views import JobDemand
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Record the placement (admitted by quota first when ``admitted_at``), then dispatch
+    one Work per share."""
+
+    job: str
+    shares: tuple[ClusterShare, ...]
+    reason: str  # the ScheduleBindingSucceed message
+    admitted_at: str = ""  # the admission stamp, for a job a quota queue admitted
+    admitted_by: str = ""  # its quota leaf, e.g. "root/team-a"
+    purge_mode: str = ""  # the policy's failover purge mode, carried on the job
+    spent: tuple[tuple[str, tuple[Resources, ...]], ...] = ()  # per cluster, per replica
+    propagate_deps: bool = False
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        return tuple(s.cluster for s in self.shares)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A bound job lacks the Works of these clusters (a hub died between bind and
+    dispatch): create them for the recorded placement."""
+
+    job: str
+    clusters: tuple[str, ...]
+    propagate_deps: bool = False
+    reason: str = "placement recorded, Works missing"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The job stays unbound: its Queuing condition says why (and its place in its queue)."""
+
+    job: str
+    reason: str  # Invalid, NoMatchingPolicy, NoQuotaTree, NoQuotaLeaf, QuotaExceeded, ...
+    message: str
+    queue: str = ""  # Queue name, for a job waiting in a quota queue
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Preempt a bound job: mark it to go back to its queue (its quota is released now, its
+    Works are deleted next)."""
+
+    job: str
+    reason: str
+    claimant: str = ""  # the job whose guarantee it returns
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Priority preemption for a waiting job: mark each victim to go back to its queue,
+    preempted by ``job`` (the capacity freed is held for it: the plan's holds)."""
+
+    job: str  # the preemptor
+    victims: tuple[tuple[str, str], ...]  # victim key, why
+    reason: str
+
+
+@dataclass(frozen=True)
+class FailOver:
+    """Move a bound job off an unhealthy member: Graciously evicts its Works and unbinds it at
+    once; Immediately and Never mark it requeued (its Works go with that purge mode)."""
+
+    job: str
+    reason: str
+    purge_mode: str
+    since: float  # when its first share became unhealthy
+    avoid: tuple[str, ...]  # unhealthy members its next placement avoids
+    lost_clusters: tuple[str, ...] = ()
+    evict_after: float | None = None  # Graciously: when the evicted Works go at the latest
+    works: tuple[str, ...] = ()  # its Works, to evict or to set the purge mode on
+
+
+@dataclass(frozen=True)
+class WorkRemoval:
+    work: str  # "<member namespace>/<name>"
+    delete: bool = True  # False when it is already going
+    purge_now: bool = False  # purge mode Never overridden: a deleted job takes its copies
+    drop_agent_finalizer: bool = False  # its member is lost: its agent cannot release it
+
+
+@dataclass(frozen=True)
+class RemoveWorks:
+    job: str
+    works: tuple[WorkRemoval, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unbind:
+    """A requeued job's Works are gone: it waits in its queue again."""
+
+    job: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A deleted job's Works are gone: let its deletion finish (drop the dispatch finalizer)."""
+
+    job: str
+    reason: str = "Works gone"
+
+
+@dataclass(frozen=True)
+class Expire:
+    """ttlSecondsAfterFinished has passed: delete the finished job."""
+
+    job: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """Every quota node's usage after the pass and each leaf's waiting jobs in order: the
+    Queue objects to publish."""
+
+    usage: Mapping[str, Mapping[str, int]]  # node key -> resource -> used
+    pending: Mapping[str, tuple[str, ...]]  # leaf key -> waiting job keys in order
+    oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
+
+
+Intent = (Bind | Dispatch | Wait | Requeue | Preempt | FailOver | RemoveWorks | Unbind | Release
+          | Expire | QueueReport)
+
+
+def share_requests(demand: JobDemand, decision: Decision
+                   ) -> tuple[tuple[str, tuple[Resources, ...]], ...]:
+    """Per cluster, the request of every replica the decision puts there."""
+    requests = {role.name: role.request for role in demand.roles}
+    return tuple((share.cluster, tuple(requests[role] for role, count in share.replicas
+                                       for _ in range(count)))
+                 for share in decision.shares)

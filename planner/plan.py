@@ -1,0 +1,50 @@
+"""One scheduling pass: ``plan_pass(view) -> Plan``.
+
+Pure and deterministic: the same view gives the same plan, in the same order. Nothing here
+reads a clock, a cache or an API server; the hub's shell and the simulator both build a
+:class:`~planner.view.PassView`, call :func:`plan_pass`, and carry out its intents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from planner.bound import settle
+from planner.deciding import decide
+from planner.intents import Bind, Intent, QueueReport, Wait
+from planner.view import Hold, PassView, Stage
+
+
+@dataclass(frozen=True)
+class Plan:
+    intents: tuple[Intent, ...]  # in write order
+    # Preemption state for the next pass's view (the planner keeps none itself).
+    holds: Mapping[str, Hold] = field(default_factory=dict)
+    retry_at: Mapping[str, float] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Intent]:
+        return iter(self.intents)
+
+    @property
+    def binds(self) -> list[Bind]:
+        return [i for i in self.intents if isinstance(i, Bind)]
+
+    @property
+    def waits(self) -> list[Wait]:
+        return [i for i in self.intents if isinstance(i, Wait)]
+
+    @property
+    def queues(self) -> QueueReport | None:
+        return next((i for i in self.intents if isinstance(i, QueueReport)), None)
+
+
+def plan_pass(view: PassView) -> Plan:
+    """Placed jobs first (in the view's order: Works to complete, to remove, failovers,
+    expiries), then the unbound ones decided in admission order (preemptions and bindings),
+    the queues' state, and why each unplaced job waits."""
+    intents: list[Intent] = []
+    for job in view.jobs:
+        intents += settle(job, view)
+    decided = decide([j for j in view.jobs if j.stage is Stage.WAITING], view)
+    return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at)

@@ -1,0 +1,103 @@
+"""Priority preemption inside a pass: for a waiting job that does not fit (capacity or
+quota), keep the capacity already freed for it, or ask the pure preemption planner
+(:func:`preemption.planner.plan`) for victims across members.
+
+The state that outlives a pass (holds, when to plan again for a job with no plan) comes in
+with the view and goes out with the plan; times are the view's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from planner.intents import Intent, Preempt, Wait, share_requests
+from planner.view import Hold, JobView, PassView, PreemptionView
+from preemption.model import Outcome, Preemptor
+from preemption.planner import plan as plan_preemption
+from preemption.quota_limits import quota_limits
+from propagation.division import with_assumed
+from propagation.views import ClusterView
+from quota.engine import AdmissionPass
+from quota.tree import leaves_by_namespace
+
+
+@dataclass
+class PreemptionPass:
+    """One pass's preemption: the state it started from and the state it leaves."""
+
+    view: PreemptionView
+    now: float
+    now_text: str
+    holds: dict[str, Hold] = field(default_factory=dict)
+    retry_at: dict[str, float] = field(default_factory=dict)
+    plans: int = 0
+    decided: bool = False  # at most one preemption a pass: no cascades
+
+    @classmethod
+    def start(cls, view: PassView, waiting: Sequence[JobView]) -> PreemptionPass | None:
+        if view.preemption is None:
+            return None
+        uids = {j.uid for j in waiting}
+        p = view.preemption
+        return cls(p, view.now, view.now_text,
+                   {uid: h for uid, h in p.holds.items() if uid in uids},
+                   {uid: t for uid, t in p.retry_at.items() if uid in uids})
+
+    def first(self, job: JobView) -> bool:
+        """A preemptor holding freed capacity decides first, so nobody else takes it."""
+        return job.uid in self.holds
+
+    def bound(self, job: JobView) -> None:
+        self.holds.pop(job.uid, None)
+
+    def for_job(self, job: JobView, fleet: Sequence[ClusterView],
+                capacity: dict[str, ClusterView], admission: AdmissionPass | None,
+                view: PassView) -> tuple[list[Intent], Wait | None]:
+        """Keep what was freed for ``job``, or plan one preemption for it; its intents and
+        its Wait (None when it simply waits as it would without preemption)."""
+        p = self.view
+        if job.priority <= p.floor and job.uid not in self.holds:
+            return [], None  # the common case: nobody below it to preempt
+        hold = self.holds.get(job.uid)
+        if hold is not None and hold.expires > self.now:
+            for cluster, requests in hold.requests:  # nobody else takes it
+                if cluster in capacity:
+                    capacity[cluster] = with_assumed(capacity[cluster], list(requests))
+            if admission is not None and job.quota is not None:
+                verdict = admission.check(job.quota)
+                if verdict.fits and not verdict.victims:
+                    admission.admit(job.quota, self.now_text)  # its quota stays its own
+            return [], Wait(job.key, "Preempting", hold.message)
+        self.holds.pop(job.uid, None)
+        if self.decided or self.plans >= p.plans_per_pass or job.priority <= p.floor or \
+                job.preempted_by or self.retry_at.get(job.uid, 0.0) > self.now:
+            return [], None  # nobody below it, no cascades, or no plan a moment ago
+        if admission is not None and job.quota is not None:
+            verdict = admission.check(job.quota)
+            if not verdict.fits and not verdict.blockers:
+                return [], None  # it waits for its turn, not for quota
+        assert job.demand is not None
+        assert job.policy is not None
+        self.plans += 1
+        root = view.quota.root if view.quota is not None else None
+        leaves = leaves_by_namespace(root) if root is not None else {}
+        leaf = leaves.get(job.namespace) if job.quota is not None else None
+        limits = quota_limits(root, admission.usage) \
+            if root is not None and admission is not None else None
+        preemptor = Preemptor(job.key, job.namespace, job.priority, job.demand,
+                              job.policy.rules,
+                              job.quota.charge if job.quota is not None and leaf else {},
+                              leaf.key if leaf else None, preempted=bool(job.preempted_by))
+        planned = plan_preemption(preemptor, p.running, fleet, limits)
+        if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
+            self.retry_at[job.uid] = self.now + p.retry_seconds
+            return [], None
+        self.decided = True
+        victims = tuple((v.key, f"preempted by {job.key} (priority {job.priority} > "
+                                f"{v.priority})") for v in planned.victims)
+        self.holds[job.uid] = Hold(share_requests(job.demand, planned.decision),
+                                   self.now + p.hold_seconds, planned.reason)
+        return ([Preempt(job.key, victims, planned.reason)],
+                Wait(job.key, "Preempting", planned.reason))
+

@@ -1,0 +1,146 @@
+"""The frozen snapshot one scheduling pass plans from.
+
+The hub's shell builds it from its cache (:mod:`fleet.hub.pass_view`), the simulator from its
+simulated members (:mod:`fleet.sim.engine`). Everything a decision reads is here, already
+parsed: a job's demand is computed once, by whoever builds the view, and times are seconds
+since the epoch, so that the planner never reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from preemption.model import Running
+from propagation.division import ClusterShare
+from propagation.resources import Resources
+from propagation.views import ClusterView, JobDemand, PlacementRules
+from quota.engine import DEFAULT_STARVATION_BOUND, Holding, Job, QueuePolicy
+from quota.queues import admission_order
+from quota.tree import QuotaNode
+
+
+class Stage(StrEnum):
+    """Where a job is in its life, as the hub's durable marks say."""
+
+    WAITING = "Waiting"  # unbound and not finished: this pass may place it
+    BOUND = "Bound"  # has a placement
+    REQUEUED = "Requeued"  # preempted or failed over: its Works go, then it waits again
+    DELETING = "Deleting"  # being deleted: its Works go, then its finalizer
+    DONE = "Done"  # unbound and finished: nothing to do
+
+
+@dataclass(frozen=True)
+class FailoverSettings:
+    """A policy's application failover, defaulted as Karmada does."""
+
+    toleration_seconds: float
+    purge_mode: str  # Immediately, Graciously or Never
+    grace_period_seconds: float
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The governing (Cluster)PropagationPolicy, parsed."""
+
+    name: str
+    rules: PlacementRules
+    queues: bool = False  # suspension.scheduling: a quota queue must admit the job first
+    failover: FailoverSettings | None = None
+    propagate_deps: bool = False  # its Works carry the ConfigMaps, Secrets, PVCs referenced
+
+
+@dataclass(frozen=True)
+class WorkView:
+    """One of a job's Works (a share on one member)."""
+
+    name: str  # "<member namespace>/<name>"
+    cluster: str
+    state: str = ""  # the agent's reported state: Running, Succeeded, ...
+    deleting: bool = False
+    keeps_copy: bool = False  # purge mode Never: removing the Work leaves the member copy
+    unhealthy: bool = False  # its Healthy condition is False
+    unhealthy_since: float | None = None  # when it turned False (None: unknown)
+    unhealthy_reason: str = ""
+    evict_after: float | None = None  # graceful eviction deadline (evicting Works only)
+
+
+@dataclass(frozen=True)
+class JobView:
+    key: str  # "<kind>/<namespace>/<name>"
+    uid: str
+    created: str  # creation time as text: only compared, never parsed
+    stage: Stage
+    demand: JobDemand | None = None  # None when the job is invalid
+    invalid: str = ""  # why the job cannot be divided as it is (a field beyond its bound)
+    policy: PolicyView | None = None
+    quota: Job | None = None  # its quota view, when its policy queues it
+    placement: tuple[ClusterShare, ...] = ()
+    works: tuple[WorkView, ...] = ()  # of its current placement
+    evicting: tuple[WorkView, ...] = ()  # left on members it failed over from
+    avoid: tuple[str, ...] = ()  # members it failed over from (its next placement avoids them)
+    requeue_reason: str = ""
+    dispatch_finalizer: bool = False
+    finished: bool = False
+    finished_at: float | None = None
+    ttl_seconds: int | None = None  # ttlSecondsAfterFinished
+    priority: int = 0  # its PriorityClass's value (or T9k's priority), 0 without one
+    preempted_by: str = ""  # the job that preempted it, until it is bound again
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/")[1]
+
+    @property
+    def order(self) -> tuple[int, str, str]:
+        """Decision order: by priority, then creation (a queued job as its queue orders)."""
+        if self.quota is not None:
+            return (-self.quota.priority, self.quota.created, self.quota.key)
+        return admission_order(self.priority, self.created, self.key)
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    """The active ElasticQuotaTree and who holds quota under it."""
+
+    root: QuotaNode
+    holdings: tuple[Holding, ...]
+    policies: Mapping[str, QueuePolicy] = field(default_factory=dict)  # by leaf path
+    starvation_bound: int = DEFAULT_STARVATION_BOUND
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Capacity freed by preempting for a job, held for it until it binds (or ``expires``)."""
+
+    requests: tuple[tuple[str, tuple[Resources, ...]], ...]  # per cluster, per replica
+    expires: float  # seconds since the epoch
+    message: str
+
+
+@dataclass(frozen=True)
+class PreemptionView:
+    """What priority preemption reads: the possible victims, and the state the last pass
+    left (the shell keeps it between passes; each plan returns the next one)."""
+
+    running: tuple[Running, ...]  # bound, unfinished jobs (empty when nobody can preempt)
+    floor: int = 0  # the lowest priority a job can have: a job at it preempts nobody
+    holds: Mapping[str, Hold] = field(default_factory=dict)  # preemptor uid -> its hold
+    retry_at: Mapping[str, float] = field(default_factory=dict)  # uid -> plan again after
+    plans_per_pass: int = 3  # each plan walks the running jobs
+    hold_seconds: float = 300.0
+    retry_seconds: float = 5.0  # a job with no plan is planned for again after this long
+
+
+@dataclass(frozen=True)
+class PassView:
+    now: float  # seconds since the epoch
+    now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
+    jobs: tuple[JobView, ...]  # the jobs to look at this pass, in creation order
+    clusters: Mapping[str, ClusterView]  # as reported: readiness, staleness
+    capacity: Mapping[str, ClusterView]  # free capacity less assumed reservations
+    lost_since: Mapping[str, float] = field(default_factory=dict)  # member -> lost since
+    quota: QuotaView | None = None
+    scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
+    preemption: PreemptionView | None = None  # None: no priority preemption

@@ -1,0 +1,211 @@
+"""The pure planner: each kind of intent from a hand-built view, and determinism."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from planner import PassView, plan_pass
+from planner.intents import (
+    Bind,
+    Dispatch,
+    Expire,
+    FailOver,
+    Preempt,
+    Release,
+    RemoveWorks,
+    Unbind,
+    Wait,
+    WorkRemoval,
+)
+from planner.view import (
+    FailoverSettings,
+    JobView,
+    PolicyView,
+    PreemptionView,
+    Stage,
+    WorkView,
+)
+from preemption.model import Pod, Running
+from propagation.division import ClusterShare
+from propagation.resources import Resources
+from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
+
+NOW = 1_000_000.0
+GPU = "nvidia.com/gpu"
+POLICY = PolicyView("p", PlacementRules())
+GRACEFUL = replace(POLICY, failover=FailoverSettings(30.0, "Graciously", 600.0))
+
+
+def member(name: str, gpus: int = 8, ready: bool = True) -> ClusterView:
+    return ClusterView(name, ready, node_groups=(NodeGroup(2, Resources.of({GPU: gpus})),),
+                       not_ready_reason="" if ready else "agent heartbeat 99s old")
+
+
+def view(*jobs: JobView, clusters: tuple[ClusterView, ...] = (member("a"), member("b")),
+         lost_since: dict[str, float] | None = None) -> PassView:
+    by_name = {c.name: c for c in clusters}
+    return PassView(NOW, "now", jobs, by_name, by_name, lost_since or {})
+
+
+def waiting(name: str, gpus: int = 4, replicas: int = 2, **changes: object) -> JobView:
+    key = f"PyTorchJob/ns/{name}"
+    demand = JobDemand(key, (Role("Worker", replicas, Resources.of({GPU: gpus})),))
+    return replace(JobView(key, name, f"t-{name}", Stage.WAITING, demand, policy=POLICY),
+                   **changes)
+
+
+def bound(name: str, works: tuple[WorkView, ...], **changes: object) -> JobView:
+    placement = tuple(ClusterShare(w.cluster, (("Worker", 1),), (("Worker", 0),))
+                      for w in works)
+    return replace(JobView(f"PyTorchJob/ns/{name}", name, "t", Stage.BOUND, policy=POLICY,
+                           placement=placement, works=works, dispatch_finalizer=True),
+                   **changes)
+
+
+def test_a_waiting_job_is_bound_and_spends_its_capacity_before_the_next() -> None:
+    plan = plan_pass(view(waiting("j3", gpus=8), waiting("j1", gpus=8), waiting("j2", gpus=8)))
+    assert [(b.job, b.clusters) for b in plan.binds] == [
+        ("PyTorchJob/ns/j1", ("a",)), ("PyTorchJob/ns/j2", ("b",))]
+    [why] = plan.waits
+    assert (why.job, why.reason) == ("PyTorchJob/ns/j3", "Unschedulable")
+
+
+def test_a_job_avoids_the_members_it_failed_over_from() -> None:
+    [bind] = plan_pass(view(waiting("one", avoid=("a",)))).binds
+    assert bind.clusters == ("b",)
+
+
+def test_invalid_and_unmatched_jobs_wait_with_their_reason() -> None:
+    plan = plan_pass(view(waiting("bad", demand=None, invalid="spec: 2^62 replicas"),
+                          waiting("stray", policy=None)))
+    assert [(w.reason, w.message) for w in plan.waits] == [
+        ("Invalid", "spec: 2^62 replicas"),
+        ("NoMatchingPolicy",
+         "no PropagationPolicy or ClusterPropagationPolicy selects this job")]
+
+
+def test_a_share_on_a_lost_member_fails_over_after_the_toleration() -> None:
+    job = bound("j", (WorkView("m-a/w", "a"), WorkView("m-b/w", "b")), policy=GRACEFUL)
+    lost = (member("a", ready=False), member("b"))
+    assert not plan_pass(view(job, clusters=lost, lost_since={"a": NOW - 10})).intents
+    [move] = plan_pass(view(job, clusters=lost, lost_since={"a": NOW - 60})).intents
+    assert isinstance(move, FailOver)
+    assert (move.avoid, move.lost_clusters, move.since) == (("a",), ("a",), NOW - 60)
+    assert move.evict_after == NOW + 600
+    assert move.works == ("m-a/w", "m-b/w")
+
+
+def test_an_unhealthy_share_fails_over_immediately_mode_marks_requeue() -> None:
+    sick = WorkView("m-a/w", "a", unhealthy=True, unhealthy_since=NOW - 100,
+                    unhealthy_reason="a: ImagePullFailed")
+    policy = replace(POLICY, failover=FailoverSettings(30.0, "Immediately", 0.0))
+    [move] = plan_pass(view(bound("j", (sick,), policy=policy))).intents
+    assert isinstance(move, FailOver)
+    assert move.evict_after is None
+    assert move.reason == "a: ImagePullFailed for 100s (toleration 30s)"
+
+
+def test_a_deleted_job_takes_its_works_then_its_finalizer() -> None:
+    works = (WorkView("m-a/w", "a", keeps_copy=True), WorkView("m-b/w", "b", deleting=True))
+    job = bound("j", works, stage=Stage.DELETING)
+    [remove] = plan_pass(view(job, clusters=(member("a"),))).intents
+    assert remove == RemoveWorks(job.key, (
+        WorkRemoval("m-a/w", delete=True, purge_now=True),
+        WorkRemoval("m-b/w", delete=False, drop_agent_finalizer=True)), "job deleted")
+    assert plan_pass(view(replace(job, works=()))).intents == (Release(job.key),)
+    assert not plan_pass(view(replace(job, works=(), dispatch_finalizer=False))).intents
+
+
+def test_a_requeued_job_waits_for_its_works_then_unbinds() -> None:
+    job = bound("j", (WorkView("m-a/w", "a"),), stage=Stage.REQUEUED,
+                requeue_reason="preempted")
+    [remove] = plan_pass(view(job)).intents
+    assert isinstance(remove, RemoveWorks)
+    assert plan_pass(view(replace(job, works=()))).intents == (Unbind(job.key, "preempted"),)
+
+
+def test_missing_works_are_dispatched_and_a_finished_job_expires() -> None:
+    job = bound("j", (WorkView("m-a/w", "a"),))
+    job = replace(job, placement=(*job.placement, ClusterShare("b", (("Worker", 1),),
+                                                               (("Worker", 1),))))
+    assert plan_pass(view(job)).intents == (Dispatch(job.key, ("b",)),)
+    done = replace(job, finished=True, finished_at=NOW - 120, ttl_seconds=60)
+    [expire] = plan_pass(view(done)).intents
+    assert isinstance(expire, Expire)
+    assert not plan_pass(view(replace(done, ttl_seconds=600))).intents
+
+
+def test_evicted_works_go_once_the_job_runs_elsewhere_or_at_their_deadline() -> None:
+    job = bound("j", (WorkView("m-b/w", "b", state="Pending"),),
+                evicting=(WorkView("m-a/w", "a", evict_after=NOW + 5),))
+    assert not plan_pass(view(job)).intents
+    running = replace(job, works=(WorkView("m-b/w", "b", state="Running"),))
+    assert plan_pass(view(running)).intents == (
+        RemoveWorks(job.key, (WorkRemoval("m-a/w"),), "evicted"),)
+    late = replace(job, evicting=(WorkView("m-a/w", "a", evict_after=NOW - 1),))
+    assert plan_pass(view(late)).intents == (
+        RemoveWorks(job.key, (WorkRemoval("m-a/w"),), "evicted"),)
+
+
+def test_equal_views_give_equal_plans() -> None:
+    jobs = [waiting(f"j{i}", gpus=1 + i % 8, replicas=1 + i % 3) for i in range(40)]
+    first = plan_pass(view(*jobs))
+    assert first == plan_pass(view(*jobs))
+    assert all(isinstance(i, Bind | Wait) for i in first.intents)
+
+
+# -- priority preemption: a Preempt intent, its state in the view and in the plan -----------
+def _full_member_and_victim() -> tuple[tuple[ClusterView, ...], Running]:
+    full = (ClusterView("a", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(2))),)
+    victim = Running("PyTorchJob/ns/low", "ns", 0, "t-low",
+                     tuple(Pod("a", f"n{i}", Resources.of({GPU: 8})) for i in range(2)))
+    return full, victim
+
+
+def _preempting(*jobs: JobView, clusters: tuple[ClusterView, ...],
+                preemption: PreemptionView) -> PassView:
+    by_name = {c.name: c for c in clusters}
+    return PassView(NOW, "now", jobs, by_name, by_name, preemption=preemption)
+
+
+def test_a_higher_priority_job_preempts_and_its_capacity_is_held_by_the_next_view() -> None:
+    full, victim = _full_member_and_victim()
+    high = waiting("high", gpus=8, priority=100)
+    plan = plan_pass(_preempting(high, clusters=full,
+                                 preemption=PreemptionView((victim,))))
+    [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
+    assert preempt.job == "PyTorchJob/ns/high"
+    assert preempt.victims == (
+        ("PyTorchJob/ns/low", "preempted by PyTorchJob/ns/high (priority 100 > 0)"),)
+    assert [w.reason for w in plan.waits] == ["Preempting"]
+    hold = plan.holds["high"]
+    assert hold.expires == NOW + 300
+    # The next pass is given the hold: it waits on it and plans nothing new.
+    again = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), holds=plan.holds)))
+    assert not [i for i in again.intents if isinstance(i, Preempt)]
+    assert [w.reason for w in again.waits] == ["Preempting"]
+    assert again.holds == plan.holds
+    # An expired hold is dropped and planned for again.
+    expired = {"high": replace(hold, expires=NOW - 1)}
+    late = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), holds=expired)))
+    assert [i for i in late.intents if isinstance(i, Preempt)]
+
+
+def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preempts() -> None:
+    full, victim = _full_member_and_victim()
+    high = waiting("high", gpus=8, priority=100)
+    plan = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(())))
+    assert plan.retry_at == {"high": NOW + 5}
+    assert [w.reason for w in plan.waits] == ["Unschedulable"]
+    waiting_on = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (victim,), retry_at=plan.retry_at)))
+    assert not [i for i in waiting_on.intents if isinstance(i, Preempt)]
+    lowest = plan_pass(_preempting(waiting("zero", gpus=8), clusters=full,
+                                   preemption=PreemptionView((victim,))))
+    assert not [i for i in lowest.intents if isinstance(i, Preempt)]
+    preempted = plan_pass(_preempting(replace(high, preempted_by="PyTorchJob/ns/x"),
+                                      clusters=full, preemption=PreemptionView((victim,))))
+    assert not [i for i in preempted.intents if isinstance(i, Preempt)]  # no cascades

@@ -1,0 +1,272 @@
+"""The hub and the simulator decide alike: one corpus of snapshots (hand-made, and taken from
+a replay of the trace), each given to the hub's shell as the objects its cache would hold
+(snapshot -> view -> plan, no API server involved) and to the simulator as its simulated
+members and gangs; the two plans must be equal, intent for intent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.api.cluster import member_namespace
+from fleet.hub import queueing as q
+from fleet.hub import works as w
+from fleet.hub.cache import Cache
+from fleet.hub.scheduler import Scheduler, Settings
+from fleet.hub.views import cluster_view
+from fleet.sim.engine import GPU, Running, Scenario, Simulation
+from fleet.sim.trace import Gang, Node, Trace, load
+from planner import Plan, plan_pass
+from planner.intents import Requeue
+from quota.engine import QueuePolicy
+from quota.queues import queue_names
+from quota.tree import QuotaNode, walk
+
+TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba-gpu-2023"
+Body = dict[str, Any]
+
+
+def text(seconds: float) -> str:
+    """Times as the hub writes them (the simulator is given the same format)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class State:
+    """One moment of a simulation: what both sides are asked to plan from."""
+
+    sim: Simulation
+    pending: dict[str, Gang]
+    running: dict[str, Running]
+    admitted_at: dict[str, str]
+    now: float
+
+
+# -- the hub's side: the objects its cache would hold --------------------------------------
+
+def quota_body(node: QuotaNode) -> Body:
+    out: Body = {"name": node.name, "min": dict(node.min), "max": dict(node.max)}
+    if node.namespaces:
+        out["namespaces"] = list(node.namespaces)
+    if node.children:
+        out["children"] = [quota_body(c) for c in node.children]
+    return out
+
+
+def job_body(state: State, gang: Gang) -> Body:
+    run = state.running.get(gang.name)
+    annotations: dict[str, str] = {}
+    if run is not None:
+        annotations = {w.PLACEMENT: w.encode_placement(()).replace(
+            "[]", f'[{{"cluster":"c{run.cluster}","replicas":{{"Worker":{gang.replicas}}},'
+                  '"offsets":{"Worker":0},"nodes":[]}]'),
+            q.ADMITTED_AT: state.admitted_at[gang.name]}
+    container = {"name": "main", "image": "trainer", "resources": {"requests": {
+        "cpu": f"{gang.cpu}m", "memory": str(gang.memory), GPU: str(gang.gpus)}}}
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": gang.name, "namespace": gang.tenant, "uid": f"uid-{gang.name}",
+                     "resourceVersion": "1", "generation": 1,
+                     "creationTimestamp": state.sim.time_text(gang.arrival),
+                     "annotations": annotations,
+                     "finalizers": [w.FINALIZER] if run is not None else []},
+        "spec": {"runPolicy": {"schedulingPolicy": {"priorityClass": f"p{gang.priority}"}},
+                 "pytorchReplicaSpecs": {"Worker": {
+                     "replicas": gang.replicas, "restartPolicy": "Never",
+                     "template": {"spec": {"containers": [container]}}}}},
+    }
+
+
+def work_body(state: State, gang: Gang, job: Body) -> Body:
+    run = state.running[gang.name]
+    return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+            "metadata": {"name": w.work_name(job), "resourceVersion": "1",
+                         "namespace": member_namespace(f"c{run.cluster}")},
+            "spec": {"job": {"uid": job["metadata"]["uid"]},
+                     "placement": {"cluster": f"c{run.cluster}",
+                                   "replicas": {"Worker": gang.replicas}},
+                     "manifests": [{"metadata": {}}]},
+            "status": {"state": "Running", "boundTime": state.admitted_at[gang.name]}}
+
+
+def hub_plan(state: State) -> Plan:
+    """The hub's shell on the cache it would hold: snapshot -> view -> plan."""
+    sim, cache = state.sim, Cache()
+    now = text(state.now)
+    for index, view in enumerate(sim.views):
+        cache.upsert("clusters", {
+            "apiVersion": "fleet.sh/v1alpha1", "kind": "MemberCluster",
+            "metadata": {"name": f"c{index}", "resourceVersion": "1"},
+            "status": {"lastHeartbeatTime": now,
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "capacity": {"observedTime": now, "nodeGroups": [
+                           {"count": g.count, "free": dict(g.free.items_),
+                            "labels": dict(g.labels)} for g in view.node_groups]}}})
+    cache.upsert("quotatrees", {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+        "metadata": {"name": "tree", "namespace": q.TREE_NAMESPACE, "resourceVersion": "1"},
+        "spec": {"root": quota_body(sim.tree)}})
+    names = queue_names(p.path for p in walk(sim.tree))
+    for leaf, policy in sim.queue_policies.items():
+        cache.upsert("queues", {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "Queue",
+            "metadata": {"name": names[tuple(leaf.split("/"))], "resourceVersion": "1",
+                         "namespace": q.QUEUE_NAMESPACE},
+            "spec": {"queuePolicy": policy.value}})
+    for value in range(4):
+        cache.upsert("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1",
+                                         "kind": "PriorityClass", "value": value,
+                                         "metadata": {"name": f"p{value}",
+                                                      "resourceVersion": "1"}})
+    cache.upsert("clusterpolicies", {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "ClusterPropagationPolicy",
+        "metadata": {"name": "queued-gangs", "resourceVersion": "1"},
+        "spec": {"suspension": {"scheduling": True},
+                 "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                     "customSchedulingType": "Gang"}},
+                 "resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
+                                        "kind": "PyTorchJob"}]}})
+    for gang in [*state.pending.values(), *(r.gang for r in state.running.values())]:
+        job = job_body(state, gang)
+        cache.upsert("jobs", job)
+        if gang.name in state.running:
+            cache.upsert("works", work_body(state, gang, job))
+    snap = cache.snapshot()
+    when = datetime.fromtimestamp(state.now, UTC)
+    clusters = [cluster_view(b, when, 15.0, None) for b in snap.clusters.values()]
+    # the hub's own shell, without its writer or leader election: snapshot -> view -> plan
+    hub = Scheduler(cache, None, None,  # type: ignore[arg-type]
+                    Settings(fit_mode=sim.policy.rules.fit_mode))
+    looked = hub.jobs_to_look_at(snap, {}, True, (set(), set()))
+    return plan_pass(hub.snapshot(snap, when, clusters, {}, list(looked.values()),
+                                  stamp=now))
+
+
+def sim_plan(state: State) -> Plan:
+    return plan_pass(state.sim.pass_view(state.pending, state.running, state.admitted_at,
+                                         state.now))
+
+
+# -- the corpus ---------------------------------------------------------------------------
+
+def simulation(nodes: list[Node], scenario: Scenario, tenants: tuple[str, ...],
+               gangs: tuple[Gang, ...] = (), clusters: int = 2) -> Simulation:
+    return Simulation(Trace(tuple(nodes), gangs, "hand-made"), scenario, clusters=clusters,
+                      tenants=tenants, time_text=text)
+
+
+def gang(name: str, tenant: str, arrival: float, replicas: int, gpus: int,
+         priority: int = 0) -> Gang:
+    return Gang(name, tenant, arrival, 600.0, replicas, 4000, 16 << 30, gpus, priority)
+
+
+def start(sim: Simulation, state: State, g: Gang, cluster: int, admitted: float) -> None:
+    placed = sim.place(cluster, g, g.replicas)
+    assert len(placed) == g.replicas
+    sim.views[cluster] = sim.view(cluster)
+    state.running[g.name] = Running(g, cluster, placed, admitted)
+    state.admitted_at[g.name] = text(admitted)
+
+
+T0 = 1_767_225_600.0  # 2026-01-01
+
+
+def hand_made() -> list[tuple[str, State]]:
+    node = Node("n", 64000, 256 << 30, 8, "A100")
+    cases = []
+    # fits, priority order, capacity exhausted, a gang too big for any member
+    sim = simulation([node] * 4, Scenario("s"), ("team-a", "team-b"))
+    state = State(sim, {g.name: g for g in (
+        gang("a1", "team-a", T0, 2, 4), gang("a2", "team-a", T0 + 1, 2, 8, priority=3),
+        gang("b1", "team-b", T0 + 2, 1, 8), gang("b2", "team-b", T0 + 3, 3, 8),
+        gang("b3", "team-b", T0 + 4, 1, 16))}, {}, {}, T0 + 10)
+    cases.append(("fit-and-order", state))
+    # no borrowing: quota exceeded
+    sim = simulation([node] * 4, Scenario("s", borrowing=False), ("team-a", "team-b"))
+    state = State(sim, {g.name: g for g in (
+        gang("a1", "team-a", T0, 2, 8), gang("a2", "team-a", T0 + 1, 1, 8),
+        gang("b1", "team-b", T0 + 2, 1, 4))}, {}, {}, T0 + 10)
+    cases.append(("quota-exceeded", state))
+    # reclaim: team-a borrows beyond its min, team-b's gang within its guarantee waits
+    sim = simulation([node] * 4, Scenario("s"), ("team-a", "team-b"))
+    state = State(sim, {"b1": gang("b1", "team-b", T0 + 50, 2, 8)}, {}, {}, T0 + 60)
+    for i, cluster in enumerate((0, 0, 1, 1)):
+        start(sim, state, gang(f"a{i}", "team-a", T0 + i, 1, 8, priority=i % 2), cluster,
+              T0 + 5 + i)
+    cases.append(("reclaim", state))
+    # a Block queue: the first gang that does not fit holds back the ones behind it
+    sim = simulation([node] * 2, Scenario("s", queue_policy=QueuePolicy.BLOCK),
+                     ("team-a",), clusters=1)
+    state = State(sim, {g.name: g for g in (
+        gang("a1", "team-a", T0, 1, 8), gang("a2", "team-a", T0 + 1, 2, 8),
+        gang("a3", "team-a", T0 + 2, 1, 4))}, {}, {}, T0 + 10)
+    start(sim, state, gang("a0", "team-a", T0 - 10, 1, 4), 0, T0 - 5)
+    cases.append(("block-queue", state))
+    # no node fits a replica (the summed capacity would): unschedulable, the next one fits
+    sim = simulation([node] * 2, Scenario("s"), ("team-a",), clusters=1)
+    state = State(sim, {g.name: g for g in (
+        gang("a1", "team-a", T0, 1, 16), gang("a2", "team-a", T0 + 1, 1, 8))}, {}, {}, T0 + 10)
+    cases.append(("no-node-fits", state))
+    return cases
+
+
+def from_trace(every: int = 25, most: int = 6) -> list[tuple[str, State]]:
+    """Moments of a replay of the trace's first pods: each ``every``-th pass with gangs
+    waiting (gangs without a GPU-model constraint: the hub does not read one yet)."""
+    trace = load(TRACE, limit=250, load_factor=0.9, inventory=0.25)
+    gangs = tuple(g for g in trace.gangs if not g.models)
+    sim = Simulation(Trace(trace.nodes, gangs, trace.rules), Scenario("trace"), clusters=4,
+                     time_text=text)
+    taken: list[tuple[str, State]] = []
+    schedule, passes = sim.schedule, [0]
+
+    def watched(pending: dict[str, Gang], running: dict[str, Running],
+                admitted_at: dict[str, str], now: float, *rest: Any) -> tuple[int, int, int]:
+        passes[0] += 1
+        if pending and passes[0] % every == 0 and len(taken) < most:
+            moment = Simulation(Trace(trace.nodes, gangs, trace.rules), Scenario("trace"),
+                                clusters=4, time_text=text)
+            moment.members = [[list(free) for free in member] for member in sim.members]
+            moment.views = [moment.view(i) for i in range(len(moment.members))]
+            taken.append((f"trace-pass-{passes[0]}", State(
+                moment, dict(pending), dict(running), dict(admitted_at), now)))
+        return schedule(pending, running, admitted_at, now, *rest)
+
+    sim.schedule = watched  # type: ignore[method-assign]
+    sim.run()
+    assert len(taken) == most
+    return taken
+
+
+CASES = hand_made()
+
+
+@pytest.mark.parametrize(("name", "state"), CASES, ids=[n for n, _ in CASES])
+def test_hub_and_simulator_plan_alike_on_hand_made_snapshots(name: str, state: State) -> None:
+    plan = sim_plan(state)
+    assert plan.intents == hub_plan(state).intents
+    assert plan.binds or plan.waits  # each case decides something
+
+
+def test_the_hand_made_corpus_covers_every_decision() -> None:
+    plans = {name: sim_plan(state) for name, state in CASES}
+    reasons = {i.reason for plan in plans.values() for i in plan.waits}
+    assert {"QuotaExceeded", "Unschedulable", "Reclaiming"} <= reasons
+    assert any("waits for" in i.message for i in plans["block-queue"].waits)
+    assert any(isinstance(i, Requeue) for i in plans["reclaim"].intents)
+    assert [b.job.rsplit("/", 1)[1] for b in plans["fit-and-order"].binds] == ["a2", "a1", "b1"]
+
+
+@pytest.mark.skipif(not TRACE.is_dir(), reason="the trace folder is not checked out")
+def test_hub_and_simulator_plan_alike_on_moments_of_the_trace() -> None:
+    decided = 0
+    for _name, state in from_trace():
+        plan = sim_plan(state)
+        assert plan.intents == hub_plan(state).intents
+        decided += len(plan.binds) + len(plan.waits)
+    assert decided
