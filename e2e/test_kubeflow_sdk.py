@@ -126,8 +126,7 @@ def mirrored(fleet: LocalFleet, hub: Kube) -> str:
 
 
 def mirror_writes(fleet: LocalFleet) -> dict[str, float]:
-    port = fleet.metrics_port("hub")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(fleet.metrics_url("hub"), timeout=10) as response:
         text = response.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():

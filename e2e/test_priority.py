@@ -26,6 +26,7 @@ from fleet.clients.kube import Kube
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
 CLASSES = {"fleet-e2e-prod": 100, "fleet-e2e-test": 0, "fleet-e2e-oppo": -1}
+GPU = "nvidia.com/gpu"
 NODE_GPUS = 8  # the local fleet's node shape: 2 members x 4 nodes x 8 GPUs
 
 
@@ -88,8 +89,21 @@ def prio(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
     """Namespace ``prio`` under a gang policy (no quota) and the demo classes."""
     priority_classes(hub)
     gang_namespace(hub, "prio")
+    idle_fleet(hub)
     yield hub
     delete_jobs(hub, "prio")
+
+
+def idle_fleet(hub: Kube) -> None:
+    """Wait for every member to report all its GPUs free: these tests fill members whole, so
+    a gang of an earlier test still ending there would be preempted in their place."""
+    def idle() -> bool:
+        clusters, _ = hub.list(r.MEMBERCLUSTERS)
+        capacities = [((c.get("status") or {}).get("capacity") or {}) for c in clusters]
+        return bool(clusters) and all(
+            cap.get("free", {}).get(GPU) == cap.get("allocatable", {}).get(GPU)
+            for cap in capacities)
+    eventually(idle, timeout=180, what="every member's GPUs free")
 
 
 def test_a_priority_class_only_on_the_hub_reaches_the_member_and_follows_it(
