@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -140,7 +140,7 @@ def log_volumes(fleet: LocalFleet, hub: Kube) -> None:
 
 
 @pytest.fixture(scope="module")
-def jobs(fleet: LocalFleet, hub: Kube) -> dict[str, Body]:
+def jobs(fleet: LocalFleet, hub: Kube) -> Iterator[dict[str, Body]]:
     gang_namespace(hub, NS, propagate_deps=True, kinds=(
         ("kubeflow.org/v1", "PyTorchJob"), ("kubeflow.org/v1", "TFJob"),
         ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob")))
@@ -149,7 +149,11 @@ def jobs(fleet: LocalFleet, hub: Kube) -> dict[str, Body]:
     for body in scenarios():
         resource = r.for_kind(body["apiVersion"], body["kind"])
         created[body["metadata"]["name"]] = hub.create(resource, body)
-    return created
+    yield created
+    # Some of these run for an hour: leave the suite's fleet as the module found it.
+    for resource in r.JOB_KINDS:
+        for left in hub.list(resource, NS)[0]:
+            hub.delete(resource, left["metadata"]["name"], NS)
 
 
 # -- Kubeflow PyTorchJob ------------------------------------------------------------------
