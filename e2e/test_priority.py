@@ -96,7 +96,14 @@ def prio(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
 
 def idle_fleet(hub: Kube) -> None:
     """Wait for every member to report all its GPUs free: these tests fill members whole, so
-    a gang of an earlier test still ending there would be preempted in their place."""
+    a gang of an earlier test still ending there would be preempted in their place. Jobs
+    earlier modules left running (some run for an hour) are deleted first."""
+    for resource in r.JOB_KINDS:
+        for left in hub.list(resource)[0]:
+            meta = left["metadata"]
+            if not meta["namespace"].startswith("prio") and not meta.get("deletionTimestamp"):
+                hub.delete(resource, meta["name"], meta["namespace"])
+
     def idle() -> bool:
         clusters, _ = hub.list(r.MEMBERCLUSTERS)
         capacities = [((c.get("status") or {}).get("capacity") or {}) for c in clusters]
