@@ -129,3 +129,14 @@ def gang_namespace(hub: Kube, namespace: str, *, kinds: tuple[tuple[str, str], .
         "spec": {"propagateDeps": propagate_deps,
                  "resourceSelectors": [{"apiVersion": a, "kind": k} for a, k in kinds],
                  "placement": placement}}, field_manager="test")
+
+
+def delete_jobs(hub: Kube, namespace: str, *, wait: bool = False) -> None:
+    """Delete every job of every kind in ``namespace`` on the hub (a module leaves the suite's
+    fleet as it found it); with ``wait``, until the hub has none left."""
+    for resource in r.JOB_KINDS:
+        for left in hub.list(resource, namespace)[0]:
+            hub.delete(resource, left["metadata"]["name"], namespace)
+    if wait:
+        eventually(lambda: not any(hub.list(resource, namespace)[0] for resource in r.JOB_KINDS),
+                   timeout=90, what=f"jobs of {namespace} gone")

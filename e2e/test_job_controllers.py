@@ -22,6 +22,7 @@ from e2e.conftest import eventually
 from e2e.jobs import (
     KUBEFLOW_JOB,
     condition,
+    delete_jobs,
     events,
     gang_namespace,
     hub_job,
@@ -150,10 +151,7 @@ def jobs(fleet: LocalFleet, hub: Kube) -> Iterator[dict[str, Body]]:
         resource = r.for_kind(body["apiVersion"], body["kind"])
         created[body["metadata"]["name"]] = hub.create(resource, body)
     yield created
-    # Some of these run for an hour: leave the suite's fleet as the module found it.
-    for resource in r.JOB_KINDS:
-        for left in hub.list(resource, NS)[0]:
-            hub.delete(resource, left["metadata"]["name"], NS)
+    delete_jobs(hub, NS)  # some run for an hour
 
 
 # -- Kubeflow PyTorchJob ------------------------------------------------------------------

@@ -11,13 +11,23 @@ accepts what is generated is checked with a real mpirun in ``tests/mpirun``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
 import yaml
 
-from e2e.jobs import condition, gang_namespace, hub_job, hub_state, member, pods, pods_named
+from e2e.jobs import (
+    condition,
+    delete_jobs,
+    gang_namespace,
+    hub_job,
+    hub_state,
+    member,
+    pods,
+    pods_named,
+)
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from fleet.clients import resources as r
@@ -80,12 +90,13 @@ def scenarios() -> list[Body]:
 
 
 @pytest.fixture(scope="module")
-def jobs(hub: Kube) -> dict[str, Body]:
+def jobs(hub: Kube) -> Iterator[dict[str, Body]]:
     gang_namespace(hub, NS, kinds=(("kubeflow.org/v1", "MPIJob"),
                                    ("batch.tensorstack.dev/v1beta1", "MPIJob")))
-    return {body["metadata"]["name"]: hub.create(r.for_kind(body["apiVersion"], body["kind"]),
-                                                 body)
-            for body in scenarios()}
+    yield {body["metadata"]["name"]: hub.create(r.for_kind(body["apiVersion"], body["kind"]),
+                                                body)
+           for body in scenarios()}
+    delete_jobs(hub, NS)  # some run on after their tests
 
 
 def ready_since(pod: Body) -> datetime:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from e2e.conftest import eventually
-from e2e.jobs import gang_namespace, hub_job, hub_state, member, seed_pytorchjob
+from e2e.jobs import delete_jobs, gang_namespace, hub_job, hub_state, member, seed_pytorchjob
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from fleet.api.protocol import PROPAGATED_LABEL
@@ -47,12 +47,6 @@ def job_of(name: str, namespace: str, priority_class: str, *, nodes: int) -> Bod
         spec["template"]["spec"]["priorityClassName"] = priority_class
     return manifest
 
-
-def delete_jobs(hub: Kube, namespace: str) -> None:
-    for job in hub.list(r.PYTORCHJOBS, namespace)[0]:
-        hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], namespace)
-    eventually(lambda: not hub.list(r.PYTORCHJOBS, namespace)[0], timeout=90,
-               what=f"jobs of {namespace} gone")
 
 
 def events(hub: Kube, job: Body, reason: str) -> list[Body]:
@@ -91,19 +85,13 @@ def prio(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
     gang_namespace(hub, "prio")
     idle_fleet(hub)
     yield hub
-    delete_jobs(hub, "prio")
+    delete_jobs(hub, "prio", wait=True)
 
 
 def idle_fleet(hub: Kube) -> None:
     """Wait for every member to report all its GPUs free: these tests fill members whole, so
-    a gang of an earlier test still ending there would be preempted in their place. Jobs
-    earlier modules left running (some run for an hour) are deleted first."""
-    for resource in r.JOB_KINDS:
-        for left in hub.list(resource)[0]:
-            meta = left["metadata"]
-            if not meta["namespace"].startswith("prio") and not meta.get("deletionTimestamp"):
-                hub.delete(resource, meta["name"], meta["namespace"])
-
+    a gang of an earlier test still ending there would be preempted in their place (modules
+    delete the jobs they leave running: ``e2e.jobs.delete_jobs``)."""
     def idle() -> bool:
         clusters, _ = hub.list(r.MEMBERCLUSTERS)
         capacities = [((c.get("status") or {}).get("capacity") or {}) for c in clusters]
@@ -205,7 +193,7 @@ def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
     eventually(lambda: hub.get_or_none(r.QUEUES, "root-tenant", "kube-queue"),
                what="Queue root-tenant")
     yield hub
-    delete_jobs(hub, "prio-tenant")
+    delete_jobs(hub, "prio-tenant", wait=True)
     hub.delete(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
 
 

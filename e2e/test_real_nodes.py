@@ -120,6 +120,7 @@ def subject(kubeconfig: Path) -> str:
 
 
 def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:
+    real_fleet.wait_hub_pods_ready()  # an earlier module may have just replaced a hub Pod
     for cluster in (HUB, MEMBER):
         kube = real_fleet.client(cluster)
         assert pods.not_running(kube, pods.NAMESPACE) == []

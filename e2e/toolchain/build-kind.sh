@@ -17,12 +17,7 @@ stamp=$( (echo "kind recipe $recipe"; cat "$here"/kind/go.mod "$here"/kind/go.su
 out="$cache_root/kind-$stamp"
 start_build build-kind.sh "$out" kind kubeadm
 
-k8s_version=$(kubernetes_of "$here/kind/go.mod")
-control_planes=$(kubernetes_of "$here/k8s/go.mod")
-if [ "$k8s_version" != "$control_planes" ]; then
-  echo "build-kind.sh: kind/go.mod pins Kubernetes $k8s_version, k8s/go.mod $control_planes" >&2
-  exit 1
-fi
+k8s_version=$(same_kubernetes build-kind.sh kind)
 ldflags=$(k8s_ldflags "$k8s_version")
 
 log "building kind"

@@ -16,12 +16,7 @@ stamp=$( (echo "node recipe $recipe"; cat "$here"/node/go.mod "$here"/node/go.su
 out="$cache_root/node-$stamp"
 start_build build-node.sh "$out" kubelet kube-proxy
 
-k8s_version=$(kubernetes_of "$here/node/go.mod")
-control_planes=$(kubernetes_of "$here/k8s/go.mod")
-if [ "$k8s_version" != "$control_planes" ]; then
-  echo "build-node.sh: node/go.mod pins Kubernetes $k8s_version, k8s/go.mod $control_planes" >&2
-  exit 1
-fi
+k8s_version=$(same_kubernetes build-node.sh node)
 ldflags=$(k8s_ldflags "$k8s_version")
 
 log "building kubelet, kube-proxy $k8s_version (warm module cache: about 1 minute; cold: several)"

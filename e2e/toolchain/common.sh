@@ -27,6 +27,19 @@ finish_build() {
 # kubernetes_of <go.mod>: the Kubernetes version the module requires.
 kubernetes_of() { sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\).*/\1/p' "$1"; }
 
+# same_kubernetes <script> <module dir>: the Kubernetes version the module pins, which must be
+# the control planes' (k8s/go.mod); exits naming both otherwise.
+same_kubernetes() {
+  local mine theirs
+  mine=$(kubernetes_of "$here/$2/go.mod")
+  theirs=$(kubernetes_of "$here/k8s/go.mod")
+  if [ "$mine" != "$theirs" ]; then
+    echo "$1: $2/go.mod pins Kubernetes $mine, k8s/go.mod $theirs" >&2
+    exit 1
+  fi
+  echo "$mine"
+}
+
 # k8s_ldflags <version>: what `kubectl version` and the API server report.
 k8s_ldflags() {
   local pkg=k8s.io/component-base/version minor
