@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.localfleet import HUB, LocalFleet, wait_gone
+from e2e.localfleet import HUB, LocalFleet, progress, wait_gone
 from e2e.localfleet.kwok import Kwokctl
 from fleet.clients import resources as r
 
@@ -46,7 +46,9 @@ def _command(pid: int) -> Command:
 class Supervisor:
     """Restarts a control-plane process that died, as the kubelet restarts a static pod:
     kube-scheduler and kube-controller-manager exit when they lose their leader lease (for
-    instance while their API server is frozen), and kwokctl does not start them again."""
+    instance while their API server is frozen), and kwokctl does not start them again. So do
+    fleet's agents (run here as host processes, not as the DaemonSet's Pods): they are
+    started again too."""
 
     def __init__(self, fleet: LocalFleet, interval: float = 1.0) -> None:
         self.fleet = fleet
@@ -86,6 +88,11 @@ class Supervisor:
                     if not alive(pid):
                         self.restart(cluster, component)
                         self.restarts.append((cluster, component))
+            try:
+                self.restarts.extend(("agent", name)
+                                     for name in self.fleet.restart_exited_agents())
+            except Exception as exc:  # a member's API server may be down: next round
+                progress(f"supervisor: an agent could not be started again: {exc!r}")
 
     def restart(self, cluster: str, component: str) -> None:
         command = self.commands[(cluster, component)]

@@ -493,7 +493,9 @@ class LocalFleet:
         if not self.identity_kubeconfig(name).exists():  # joined by `kubectl fleet join`
             identities.install_agent(self.client(name), name, self.kubeconfig(name),
                                      self.identity_kubeconfig(name))
-        self._spawn(f"agent-{name}" + (f"-{instance}" if instance else ""),
+        process_name = f"agent-{name}" + (f"-{instance}" if instance else "")
+        self._save(recipes={**self._load().get("recipes", {}), process_name: [name, instance]})
+        self._spawn(process_name,
                     [sys.executable, "-m", "member_agent", "--cluster", name, *self.agent_args],
                     {"KUBECONFIG": str(self.identity_kubeconfig(name)),
                      "FLEET_HUB_KUBECONFIG": str(self.agent_kubeconfig(name)),
@@ -502,9 +504,9 @@ class LocalFleet:
     def stop_process(self, name: str, sig: int = signal.SIGTERM) -> None:
         pids = self._load().get("processes", {})
         pid = pids.pop(name, None)
+        self._save(processes=pids)  # first: a stopped process is not one that exited
         if pid:
             _terminate(int(pid), sig)
-        self._save(processes=pids)
         if name.startswith(HUB):  # short timeouts: the hub's API server may be frozen or gone
             identities.remove_webhook_endpoint(Kube(str(self.kubeconfig(HUB)), timeout=2), name)
 
@@ -516,6 +518,20 @@ class LocalFleet:
                 self.say(f"stopping {name} (pid {pid})")
                 _terminate(int(pid), signal.SIGTERM)
         self._save(processes={})
+
+    def restart_exited_agents(self) -> list[str]:
+        """Start again every agent that exited by itself (not through :meth:`stop_process`),
+        as the kubelet restarts a DaemonSet's container: an agent exits when it loses its
+        member's lease, for instance while the member's API server is down."""
+        state = self._load()
+        restarted = []
+        for name, (cluster, instance) in state.get("recipes", {}).items():
+            pid = state.get("processes", {}).get(name)
+            if pid is not None and not _is_fleet_process(int(pid), self.workdir):
+                self.say(f"{name} exited; starting it again")
+                self.start_agent(cluster, instance)
+                restarted.append(name)
+        return restarted
 
     def pid(self, process: str) -> int:
         return int(self._load()["processes"][process])
