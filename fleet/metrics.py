@@ -211,12 +211,21 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # probes every few seconds would flood the JSON log
 
 
+_SERVING: dict[tuple[str, int], ThreadingHTTPServer] = {}
+_SERVING_LOCK = threading.Lock()
+
+
 def serve(port: int, addr: str | None = None) -> None:
     """Serve /metrics, /readyz and /healthz on ``addr``:``port`` (0 = do not serve); the
     address is FLEET_METRICS_ADDR, 127.0.0.1 unless set (a Pod sets 0.0.0.0 so that its
     probes and the Service reach it)."""
     if not port:
         return
-    server = ThreadingHTTPServer((addr or address(), port), _Handler)
-    server.daemon_threads = True
+    where = (addr or address(), port)
+    with _SERVING_LOCK:
+        if where in _SERVING:  # a start-up retried after a failure further on: serving
+            return
+        server = ThreadingHTTPServer(where, _Handler)
+        server.daemon_threads = True
+        _SERVING[where] = server
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()

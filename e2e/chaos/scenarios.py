@@ -523,7 +523,7 @@ SCENARIOS = (
     Scenario("hub-kill", hub_kill, full=1),  # one run: 20 kills during a 1,000-job stream
     Scenario("split-brain", split_brain, full=5),
     Scenario("agent-kill", agent_kill, full=5),
-    Scenario("member-down", member_down, full=6),  # 3 freeze/thaw + 3 kill/restart
+    Scenario("member-down", member_down, full=6, short=2),  # 3 freeze/thaw + 3 kill/restart
     Scenario("hub-apiserver-frozen", hub_frozen, full=5),
     Scenario("hub-etcd-restart", hub_etcd, full=5),
     Scenario("failover", failover, full=15, short=3),  # 5 of each purge mode

@@ -33,3 +33,9 @@ def watch_only(settings: kopf.OperatorSettings) -> None:
     """Settings for a kopf operator whose handlers only watch."""
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # events are written by our code, with exact texts
+
+
+# How soon a failed start-up activity runs again (kopf's default is a minute). A start-up
+# fails while an API server it lists from is down, and nothing works until it succeeds; it
+# must be safe to run again (metrics.serve is).
+STARTUP_RETRY_SECONDS = 3.0

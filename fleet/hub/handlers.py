@@ -21,7 +21,7 @@ from fleet import metrics
 from fleet.api.cluster import AGENT_HEARTBEAT
 from fleet.clients import errors
 from fleet.clients import resources as r
-from fleet.clients.kopf_storage import watch_only
+from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
 from fleet.hub import admission, mirroring, webhook_tls
@@ -106,7 +106,7 @@ def _list_watched(kube: Kube) -> None:
 admission.register(CACHE)
 
 
-@kopf.on.startup()
+@kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
     settings.watching.server_timeout = 300
@@ -114,12 +114,12 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     metrics.ready_when("caches-synced", SYNC.synced)  # before /readyz is served at all
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
-    threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
-                     daemon=True).start()
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
     elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)
-    _serve_webhook(settings, kube, lambda: elector.leading)
+    _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
+    threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
+                     daemon=True).start()
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(
         cache=CACHE,

@@ -13,7 +13,7 @@ import kopf
 from fleet import metrics
 from fleet.api.protocol import TENSORBOARD_FOR
 from fleet.clients import resources as r
-from fleet.clients.kopf_storage import watch_only
+from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from member_agent import kubelet_endpoint
 from member_agent.controllers.runtime import (
@@ -74,7 +74,7 @@ async def on_node(*, type: str, body: kopf.Body, **_: Any) -> None:
     STATE.put_node(body, type == "DELETED")
 
 
-@kopf.on.startup()
+@kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
     settings.watching.server_timeout = 300

@@ -36,3 +36,15 @@ def test_readyz_follows_the_checks_and_metrics_are_served() -> None:
     assert code == 200
     assert "fleet_pending_jobs" in text
     assert status(f"{base}/other")[0] == 404
+
+
+def test_serving_again_on_the_same_port_is_a_no_op() -> None:
+    """A kopf start-up activity that failed after serving runs again: the second call must
+    not fail on the port its first call holds (it did: "Address already in use" every
+    minute, and the agent never started)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    metrics.serve(port, "127.0.0.1")
+    metrics.serve(port, "127.0.0.1")
+    assert status(f"http://127.0.0.1:{port}/healthz")[0] == 200
