@@ -26,6 +26,8 @@ from fleet.api.protocol import (
     API_VERSION,
     HEALTHY,
     HEARTBEAT_LEASE,
+    MAX_SHARE_DOMAINS,
+    MAX_TOPOLOGY_LEVELS,
     MEMBER_FAILURE_REASONS,
     PLACEMENT_GENERATION,
     REPLICA_FAILURE,
@@ -74,6 +76,11 @@ class ClusterCapacity(KubeModel):
         default_factory=dict, description="Held for Works whose pods are not bound yet.")
     reserved_for: list[str] = Field(
         default_factory=list, description="The Works holding nodes (counted as not free).")
+    topology_levels: list[str] = Field(
+        default_factory=list, max_length=MAX_TOPOLOGY_LEVELS,
+        description="The node labels of the member's topology levels, top level first "
+                    "(kubernetes.io/hostname, the node itself, last): node groups carry "
+                    "their values, but for the hostname's.")
 
 
 class KubeletEndpoint(KubeModel):
@@ -127,6 +134,10 @@ class WorkPlacement(KubeModel):
         description="Index of this cluster's first replica per role, when a job is split.",
     )
     nodes: list[str] = Field(default_factory=list, description="Nodes reserved for this share.")
+    domains: list[dict[str, str]] = Field(
+        default_factory=list, max_length=MAX_SHARE_DOMAINS,
+        description="The topology domains the share keeps to (each the node labels of one "
+                    "domain, top level first): the agent pins the share's pods to them.")
     generation: int = Field(
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "

@@ -76,6 +76,8 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
         node_groups=groups,
         not_ready_reason=reason,
         stale_reason=stale,
+        topology_levels=tuple(status.capacity.topology_levels
+                              if status and status.capacity else ()),
     )
 
 

@@ -2,8 +2,10 @@
 
 A node's free amount is its allocatable minus the requests of every pod bound to it that has
 not terminated, fleet's or not. Unschedulable nodes and nodes with a NoSchedule/NoExecute
-taint are left out. Nodes with the same free and allocatable amounts and the same GPU labels
-form one group with a count, so a report stays small however many nodes a member has. Free
+taint are left out. Nodes with the same free and allocatable amounts, the same GPU labels and
+the same topology domain (the values of the member's topology levels above the node: block,
+rack) form one group with a count, so a report stays small however many nodes a member has,
+and the hub can pack a gang within one rack. Free
 cpu and memory are rounded down (to a core, to a GiB) before grouping: otherwise every busy
 node's odd remainder makes a group of its own, and rounding down never promises the hub more
 than there is.
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LEVEL
 from fleet.api.quantity import canonical
 from fleet.kinds.base import pod_request
 
@@ -77,13 +80,17 @@ def _round_down(amount: int, quantum: int) -> int:
 
 def group_nodes(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
                 *, name_limit: int = 64, max_groups: int = 256,
-                reserved: Mapping[str, Mapping[str, int]] | None = None) -> list[Group]:
-    """Nodes grouped by shape. Past ``max_groups`` the cpu and memory quanta double until the
-    groups fit: a busy 5,000-node member still reports a few hundred groups, each a little
-    less free than it may be, never more. Device counts (GPUs) are always exact."""
+                reserved: Mapping[str, Mapping[str, int]] | None = None,
+                topology_levels: Sequence[str] = DEFAULT_TOPOLOGY_LEVELS) -> list[Group]:
+    """Nodes grouped by shape and topology domain. Past ``max_groups`` the cpu and memory
+    quanta double until the groups fit: a busy 5,000-node member still reports a few hundred
+    groups, each a little less free than it may be, never more. Device counts (GPUs) are
+    always exact. The hostname level is never a group label (every node would be a group of
+    its own): the hub takes a named node of a group as a domain of that level."""
+    kept = {*GROUP_LABELS, *(level for level in topology_levels if level != HOSTNAME_LEVEL)}
     labels_of = {
         n["metadata"]["name"]: {k: v for k, v in (n["metadata"].get("labels") or {}).items()
-                                if k in GROUP_LABELS}
+                                if k in kept}
         for n in nodes
     }
     free_by_node = sorted(node_free(nodes, pods, reserved).items())
