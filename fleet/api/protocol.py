@@ -140,15 +140,20 @@ class Share(Protocol):
     def domains(self) -> tuple[tuple[tuple[str, str], ...], ...]: ...
 
 
+def placement_dicts(shares: Iterable[Share]) -> list[dict[str, Any]]:
+    """The shares as the PLACEMENT text and the Works spell them: per share its cluster,
+    replicas and offsets per role, the nodes it was packed onto, ``copy`` for a whole copy
+    (Duplicated), and the topology domains it keeps to (each the node labels of one domain,
+    top level first)."""
+    return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
+             "nodes": list(s.nodes), **({"copy": True} if s.copy else {}),
+             **({"domains": [dict(d) for d in s.domains]} if s.domains else {})}
+            for s in shares]
+
+
 def encode_placement(shares: Iterable[Share]) -> str:
-    """The PLACEMENT (and WORLD) text: per share its cluster, replicas and offsets per role,
-    the nodes it was packed onto, ``copy`` for a whole copy (Duplicated), and the topology
-    domains it keeps to (each the node labels of one domain, top level first)."""
-    return json.dumps([
-        {"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
-         "nodes": list(s.nodes), **({"copy": True} if s.copy else {}),
-         **({"domains": [dict(d) for d in s.domains]} if s.domains else {})} for s in shares
-    ], separators=(",", ":"))
+    """The PLACEMENT (and WORLD) text (see ``placement_dicts``)."""
+    return json.dumps(placement_dicts(shares), separators=(",", ":"))
 
 
 def share_domains(share: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:

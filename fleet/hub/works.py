@@ -22,6 +22,7 @@ from fleet.api.protocol import (
     TOPOLOGY_REQUIRED,
     decode_placement,
     encode_placement,
+    placement_dicts,
     share_domains,
 )
 from fleet.kinds import adapter_for
@@ -33,7 +34,7 @@ Body = dict[str, Any]
 __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GENERATION",
            "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "TOPOLOGY_PREFERRED",
            "TOPOLOGY_REQUIRED", "decode_placement", "encode_placement", "member_manifest",
-           "outdated", "share_domains", "work_body", "work_name"]
+           "outdated", "placement_dicts", "share_domains", "work_body", "work_name"]
 # What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
 HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 

@@ -30,7 +30,7 @@ from fleet.api.protocol import (
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.capacity import group_nodes, totals
+from member_agent.capacity import grouped, totals
 from member_agent.election import identity
 from member_agent.reservations import Reservation, held_on_nodes
 from member_agent.state import MemberState
@@ -104,8 +104,8 @@ class Reporter:
         """The status fields read from nodes and pods (grouped capacity and its sums)."""
         nodes, pods = self.state.snapshot()
         held = self.held(pods)
-        groups = group_nodes(nodes, pods, reserved=held_on_nodes(held),
-                             topology_levels=self.topology_levels)
+        groups, levels = grouped(nodes, pods, reserved=held_on_nodes(held),
+                                 topology_levels=self.topology_levels)
         allocatable, free = totals(groups)
         reserved: dict[str, int] = {}
         for amounts in held_on_nodes(held).values():
@@ -126,7 +126,7 @@ class Reporter:
                 "free": free,
                 "reserved": reserved,
                 "reservedFor": sorted(h.work for h in held),
-                "topologyLevels": list(self.topology_levels),
+                "topologyLevels": list(levels),
                 "nodeGroups": [
                     {"count": g.count, "allocatable": g.allocatable, "free": g.free,
                      "labels": g.labels, "nodes": g.nodes} for g in groups
