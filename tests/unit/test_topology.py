@@ -17,7 +17,7 @@ from fleet.hub.pass_view import placement_of
 from fleet.hub.works import work_body
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
-from member_agent.capacity import group_nodes
+from member_agent.capacity import group_nodes, grouped
 from member_agent.topology import pinned
 from propagation.division import ClusterShare, divide, with_assumed
 from propagation.resources import Resources
@@ -283,3 +283,18 @@ def test_a_bound_gang_is_taken_out_of_its_own_rack_for_the_next_decision() -> No
     for group in after.node_groups:
         free[dict(group.labels)[RACK]] += group.free.get(GPU, 0) * group.count
     assert free == {"r1": 4, "r2": 8}
+
+
+def test_a_level_that_splits_the_report_past_its_bound_is_no_longer_reported() -> None:
+    # One rack of 12 nodes with 12 different GPU counts: 12 groups, past 10 per domain.
+    nodes = []
+    for i in range(12):
+        body = node(f"n{i}", "r1")
+        body["status"]["allocatable"]["nvidia.com/gpu"] = str(i + 1)
+        nodes.append(body)
+    groups, levels = grouped(nodes, [], max_groups=2)
+    assert levels == (HOST,)
+    assert all(RACK not in g.labels and BLOCK not in g.labels for g in groups)
+    groups, levels = grouped(nodes, [], max_groups=12)
+    assert levels == protocol.DEFAULT_TOPOLOGY_LEVELS
+    assert {g.labels[RACK] for g in groups} == {"r1"}
