@@ -13,7 +13,8 @@ domain of that level (or below), as in Kueue's topology-aware scheduling.
   takes what it can).
 - **Preferred**: one domain when one holds them all, as required; otherwise the fewest
   domains, each time the one that takes the most of the replicas left (for replicas that ask
-  alike this is the fewest possible).
+  alike this is the fewest possible), within one domain of the level above when that takes
+  no more of them.
 
 The domain a share keeps to is returned with its packing, so the agent can pin the share's
 pods there (node affinity) and the member's scheduler keeps them in it. A hostname domain is
@@ -131,7 +132,25 @@ def place(cluster: ClusterView, replicas: Sequence[Replica],
     if request.required:
         return _in_cluster(cluster, fullest) if fullest is not None else \
             Packing((), tuple(replicas), cluster.free)
-    return _in_cluster(cluster, _fewest(replicas, found))
+    return _in_cluster(cluster, _fewest_nearby(replicas, found))
+
+
+def _fewest_nearby(replicas: Sequence[Replica], found: Sequence[Candidate]) -> Packing:
+    """The fewest domains; among spreads of that many, one within a single domain of the
+    level above (racks of one block) when there is one, as Kueue climbs the levels."""
+    spread = _fewest(replicas, found)
+    if spread.unplaced or len(spread.domains) < 2 or len(found[0][0]) < 2:
+        return spread
+    parents: dict[Domain, list[Candidate]] = {}
+    for domain, groups in found:
+        parents.setdefault(domain[:-1], []).append((domain, groups))
+    if len(parents) < 2:
+        return spread
+    for _, children in sorted(parents.items(), key=lambda item: _order(item[0])):
+        near = _fewest(replicas, children)
+        if not near.unplaced and len(near.domains) == len(spread.domains):
+            return near
+    return spread
 
 
 def _fewest(replicas: Sequence[Replica], found: Sequence[Candidate]) -> Packing:

@@ -298,3 +298,13 @@ def test_a_level_that_splits_the_report_past_its_bound_is_no_longer_reported() -
     groups, levels = grouped(nodes, [], max_groups=12)
     assert levels == protocol.DEFAULT_TOPOLOGY_LEVELS
     assert {g.labels[RACK] for g in groups} == {"r1"}
+
+
+def test_a_preferred_gang_spreads_over_racks_of_one_block_when_it_can() -> None:
+    # Two racks are needed either way; r1 (b1) is the largest, but b1 cannot hold the gang
+    # and b2's two racks can, without crossing blocks.
+    cluster = member(rack_group("b1", "r1", 3, 4, "a"), rack_group("b1", "r2", 1, 0, "b"),
+                     rack_group("b2", "r3", 2, 4, "c"), rack_group("b2", "r4", 2, 4, "d"))
+    (share,) = divide(workers(4, 4, required=False), [cluster], PlacementRules()).shares
+    assert {dict(d)[BLOCK] for d in share.domains} == {"b2"}
+    assert len(share.domains) == 2
