@@ -83,7 +83,7 @@ def _round_down(amount: int, quantum: int) -> int:
 # are shared out so that a report holds this many names at most.
 MAX_TOPOLOGY_GROUPS = 2048
 GROUPS_PER_DOMAIN = 10
-NAME_BUDGET = 8192
+NAME_BUDGET = 256 * 64  # as many as a report without topology carries at most
 
 
 def group_nodes(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
