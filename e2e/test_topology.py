@@ -111,3 +111,18 @@ def test_a_gang_no_rack_holds_waits_naming_the_level(racks: Kube, hub: Kube) -> 
     assert f"no {RACK} domain holds all 5 replicas" in condition["message"]
     assert not hub_job(hub, job)["metadata"].get("annotations", {}).get("fleet.sh/placement")
     assert not pods(racks, job)
+
+
+def test_a_level_that_is_no_label_key_keeps_the_job_waiting_naming_the_annotation(
+        racks: Kube, hub: Kube) -> None:
+    job = seed_pytorchjob("bad-level", NS, gpus=1, workers=1, master=False)
+    job["metadata"]["annotations"] = {TOPOLOGY_REQUIRED: "a rack, please"}
+    job = hub.create(r.PYTORCHJOBS, job)
+
+    def invalid() -> Body | None:
+        status = hub_job(hub, job).get("status") or {}
+        return next((c for c in status.get("conditions") or []
+                     if c.get("type") == "Queuing" and c.get("reason") == "Invalid"), None)
+
+    condition = eventually(invalid, timeout=60, what="a Queuing condition, reason Invalid")
+    assert f"metadata.annotations[{TOPOLOGY_REQUIRED}]" in condition["message"]
