@@ -212,8 +212,11 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
             return Decision(split, f"split across {len(split)} clusters")
     rejected += [f"{c.name}: short of {_fmt(total.shortfall(c.free_amounts))} in total"
                  for c in short]
-    rejected += [_explain(job, c, packing or _pack(c, replicas, rules.fit_mode, job.topology),
-                          rules.fit_mode)
+    # (a cluster whose nodes cannot hold the replicas at all is explained without its
+    # topology: packing every domain only to say so would cost the most)
+    plain = replace(job, topology=None)
+    rejected += [_explain(job, c, packing, rules.fit_mode) if packing is not None
+                 else _explain(plain, c, _pack(c, replicas, rules.fit_mode), rules.fit_mode)
                  for c, packing in unfit]
     if rules.max_clusters > 1 and rules.gang:
         rejected.append(f"no split over at most {rules.max_clusters} clusters fits")

@@ -102,6 +102,21 @@ def _free(groups: Sequence[NodeGroup]) -> Resources:
     return sum((g.free.scaled(g.count) for g in groups), Resources())
 
 
+def _packed(replicas: Sequence[Replica], groups: Sequence[NodeGroup], free: Resources | None,
+            memo: dict[tuple[Resources, tuple[tuple[str, str], ...]], Packing]) -> Packing:
+    """``pack``, but a domain of one node (the hostname level) packs as every other node
+    of its shape did: the same replicas fit, on this node instead."""
+    if len(groups) != 1 or groups[0].count != 1 or len(groups[0].nodes) != 1:
+        return pack(replicas, groups, free)
+    node = groups[0]
+    key = (node.free, node.labels)
+    known = memo.get(key)
+    if known is None:
+        known = memo[key] = pack(replicas, groups, free)
+    return Packing(tuple((replica, node.nodes[0]) for replica, _ in known.placed),
+                   known.unplaced, known.leftover)
+
+
 def place(cluster: ClusterView, replicas: Sequence[Replica],
           request: TopologyRequest) -> Packing:
     """``replicas`` packed into ``cluster`` node by node within the topology ``request``
@@ -115,18 +130,32 @@ def place(cluster: ClusterView, replicas: Sequence[Replica],
     order = scarcity_order(total)
     best: tuple[tuple[int, ...], Packing] | None = None
     fullest: Packing | None = None
-    for domain, groups in found:
+    memo: dict[tuple[Resources, tuple[tuple[str, str], ...]], Packing] = {}
+    short: list[tuple[int, int, Candidate, Resources]] = []  # (-bound, order, domain, free)
+    scarce = order[0] if order else ""
+    smallest = min((r.request.get(scarce, 0) for r in replicas), default=0)
+    for index, (domain, groups) in enumerate(found):
         free = _free(groups)
-        if not total.fits_in(free) and (best is not None or not request.required):
-            continue  # cannot hold them all; packed only to find the fullest (required)
-        packing = pack(replicas, groups, free)
+        if not total.fits_in(free):
+            # Cannot hold them all: packed (below) only to find the fullest, for a required
+            # topology, most promising first, as long as one may hold more than the fullest.
+            bound = free.get(scarce, 0) // smallest if smallest > 0 else len(replicas)
+            short.append((-bound, index, (domain, groups), free))
+            continue
+        packing = _packed(replicas, groups, free, memo)
         if not packing.unplaced:
             left = tuple(packing.leftover.get(name, 0) for name in order)
             if best is None or left < best[0]:
                 best = (left, Packing(packing.placed, (), packing.leftover, (domain,)))
-        elif best is None and packing.placed and (
-                fullest is None or len(packing.placed) > len(fullest.placed)):
+        elif packing.placed and (fullest is None or len(packing.placed) > len(fullest.placed)):
             fullest = Packing(packing.placed, packing.unplaced, packing.leftover, (domain,))
+    if best is None and request.required:
+        for negative, _, (domain, groups), free in sorted(short, key=lambda s: s[:2]):
+            if fullest is not None and -negative <= len(fullest.placed):
+                break
+            packing = _packed(replicas, groups, free, memo)
+            if packing.placed and (fullest is None or len(packing.placed) > len(fullest.placed)):
+                fullest = Packing(packing.placed, packing.unplaced, packing.leftover, (domain,))
     if best is not None:
         return _in_cluster(cluster, best[1])
     if request.required:
@@ -162,8 +191,9 @@ def _fewest(replicas: Sequence[Replica], found: Sequence[Candidate]) -> Packing:
     left = dict(found)
     while remaining and left:
         chosen: tuple[Domain, Packing] | None = None
+        memo: dict[tuple[Resources, tuple[tuple[str, str], ...]], Packing] = {}
         for domain, groups in left.items():
-            packing = pack(remaining, groups)
+            packing = _packed(remaining, groups, None, memo)
             if packing.placed and (chosen is None
                                    or len(packing.placed) > len(chosen[1].placed)):
                 chosen = (domain, packing)
