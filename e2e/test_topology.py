@@ -44,8 +44,9 @@ def rack_nodes() -> list[Body]:
 
 def reports_racks(hub: Kube) -> bool:
     capacity = (hub.get(r.MEMBERCLUSTERS, MEMBER).get("status") or {}).get("capacity") or {}
-    racks = {g["labels"][RACK] for g in capacity.get("nodeGroups") or []
-             if RACK in (g.get("labels") or {})}
+    sets = capacity.get("labelSets") or []
+    racks = {sets[g["labelSet"]][RACK] for g in capacity.get("nodeGroups") or []
+             if "labelSet" in g and RACK in sets[g["labelSet"]]}
     assert RACK in (capacity.get("topologyLevels") or []), capacity
     assert racks == {"r1", "r2"}, capacity
     return True

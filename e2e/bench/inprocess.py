@@ -10,7 +10,7 @@ import time
 
 from e2e.bench.results import Result
 from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS as TOPOLOGY_LEVELS
-from member_agent.capacity import grouped, node_free
+from member_agent.capacity import grouped, node_free, wire
 from propagation.division import divide, with_assumed
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
@@ -184,8 +184,8 @@ def capacity_report(count: int = 5000, seed: int = 5, racks: int = 0) -> list[Re
     started = time.perf_counter()
     groups, levels = grouped(nodes, pods)
     elapsed = (time.perf_counter() - started) * 1000
-    report = json.dumps([{"count": g.count, "allocatable": g.allocatable, "free": g.free,
-                          "labels": g.labels, "nodes": g.nodes} for g in groups])
+    label_sets, wired = wire(groups)  # as the agent's report carries them
+    report = json.dumps({"labelSets": label_sets, "nodeGroups": wired})
     per_node = json.dumps([{"node": name, "allocatable": a, "free": f}
                            for name, (a, f) in node_free(nodes, pods).items()])
     size = f"{count:,} nodes of {len(shapes)} shapes in 3 zones" + (

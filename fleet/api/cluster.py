@@ -62,7 +62,17 @@ class NodeGroup(KubeModel):
     allocatable: dict[str, int] = Field(default_factory=dict)
     free: dict[str, int] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    label_set: int | None = Field(
+        default=None, ge=0,
+        description="Its labels, as an index into the report's labelSets (a report names each "
+                    "set of labels once: many groups share one rack's).")
     nodes: list[str] = Field(default_factory=list, description="Names of the nodes in the group.")
+
+    def all_labels(self, label_sets: list[dict[str, str]]) -> dict[str, str]:
+        """Its labels, with those of its label set."""
+        shared = label_sets[self.label_set] if self.label_set is not None and \
+            self.label_set < len(label_sets) else {}
+        return {**shared, **self.labels}
 
 
 class ClusterCapacity(KubeModel):
@@ -70,6 +80,10 @@ class ClusterCapacity(KubeModel):
         default=None, description="When the agent read the nodes and pods this report sums."
     )
     node_groups: list[NodeGroup] = Field(default_factory=list)
+    label_sets: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="The distinct labels of the node groups, each once (groups name theirs by "
+                    "index, labelSet).")
     allocatable: dict[str, int] = Field(default_factory=dict)
     free: dict[str, int] = Field(default_factory=dict)
     reserved: dict[str, int] = Field(

@@ -89,6 +89,7 @@ DEFAULT_TOPOLOGY_LEVELS = ("cloud.provider.com/topology-block",
                            "cloud.provider.com/topology-rack", HOSTNAME_LEVEL)
 MAX_TOPOLOGY_LEVELS = 8
 MAX_SHARE_DOMAINS = 64  # topology domains one share may name (a preferred gang's spread)
+MAX_TOPOLOGY_GROUPS = 2048  # node groups one capacity report holds at most
 # A label key: an optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
 _LABEL_KEY = re.compile(
     r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"

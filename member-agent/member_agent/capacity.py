@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LEVEL
+from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LEVEL, MAX_TOPOLOGY_GROUPS
 from fleet.api.quantity import canonical
 from fleet.kinds.base import pod_request
 
@@ -79,9 +79,8 @@ def _round_down(amount: int, quantum: int) -> int:
 
 
 # A topology splits every shape by domain (a rack of 40 nodes is its own few groups): the bound
-# on groups grows with the domains, to this many at most, and the node names a report carries
-# are shared out so that a report holds this many names at most.
-MAX_TOPOLOGY_GROUPS = 2048
+# on groups grows with the domains (to MAX_TOPOLOGY_GROUPS at most), and the node names a
+# report carries are shared out so that it holds NAME_BUDGET names at most.
 GROUPS_PER_DOMAIN = 10
 NAME_BUDGET = 256 * 64  # as many as a report without topology carries at most
 
@@ -163,6 +162,20 @@ def _group(free_by_node: Sequence[tuple[str, tuple[dict[str, int], dict[str, int
             names = [*group.nodes, name] if len(group.nodes) < name_limit else group.nodes
             groups[key] = Group(group.count + 1, allocatable, free, labels, names)
     return groups
+
+
+def wire(groups: Sequence[Group]) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """The groups as a report carries them: each distinct set of labels once (a rack's
+    labels are shared by all its groups), and each group with the index of its set."""
+    sets: dict[tuple[tuple[str, str], ...], int] = {}
+    out = []
+    for group in groups:
+        entry: dict[str, Any] = {"count": group.count, "allocatable": group.allocatable,
+                                 "free": group.free, "nodes": group.nodes}
+        if group.labels:
+            entry["labelSet"] = sets.setdefault(tuple(sorted(group.labels.items())), len(sets))
+        out.append(entry)
+    return [dict(labels) for labels in sets], out
 
 
 def totals(groups: Sequence[Group]) -> tuple[dict[str, int], dict[str, int]]:

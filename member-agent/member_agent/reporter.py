@@ -30,7 +30,7 @@ from fleet.api.protocol import (
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.capacity import grouped, totals
+from member_agent.capacity import grouped, totals, wire
 from member_agent.election import identity
 from member_agent.reservations import Reservation, held_on_nodes
 from member_agent.state import MemberState
@@ -107,6 +107,7 @@ class Reporter:
         groups, levels = grouped(nodes, pods, reserved=held_on_nodes(held),
                                  topology_levels=self.topology_levels)
         allocatable, free = totals(groups)
+        label_sets, wired = wire(groups)
         reserved: dict[str, int] = {}
         for amounts in held_on_nodes(held).values():
             for resource, amount in amounts.items():
@@ -127,10 +128,8 @@ class Reporter:
                 "reserved": reserved,
                 "reservedFor": sorted(h.work for h in held),
                 "topologyLevels": list(levels),
-                "nodeGroups": [
-                    {"count": g.count, "allocatable": g.allocatable, "free": g.free,
-                     "labels": g.labels, "nodes": g.nodes} for g in groups
-                ],
+                "labelSets": label_sets,
+                "nodeGroups": wired,
             },
         }
 

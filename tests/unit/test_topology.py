@@ -4,6 +4,7 @@ carries the request, the levels and the chosen domain, and the agent's pinning."
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,10 +15,11 @@ from e2e.jobs import seed_pytorchjob
 from fleet.api import protocol
 from fleet.api.cluster import Work
 from fleet.hub.pass_view import placement_of
+from fleet.hub.views import cluster_view
 from fleet.hub.works import work_body
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
-from member_agent.capacity import group_nodes, grouped
+from member_agent.capacity import group_nodes, grouped, wire
 from member_agent.topology import pinned
 from propagation.division import ClusterShare, divide, with_assumed
 from propagation.resources import Resources
@@ -311,3 +313,22 @@ def test_a_preferred_gang_spreads_over_racks_of_one_block_when_it_can() -> None:
     (share,) = divide(workers(4, 4, required=False), [cluster], PlacementRules()).shares
     assert {dict(d)[BLOCK] for d in share.domains} == {"b2"}
     assert len(share.domains) == 2
+
+
+def test_a_report_names_each_set_of_labels_once_and_the_hub_reads_them_back() -> None:
+    nodes = [node("a", "r1"), node("b", "r1"), node("c", "r2"), node("d", None)]
+    pods = [{"metadata": {"name": "p"}, "spec": {"nodeName": "a", "containers": [
+        {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+        "status": {"phase": "Running"}}]
+    groups, levels = grouped(nodes, pods)
+    label_sets, wired = wire(groups)
+    assert len(wired) == 4
+    assert len(label_sets) == 3  # r1 (two groups), r2, and the node in no rack
+    body = {"apiVersion": protocol.API_VERSION, "kind": "MemberCluster",
+            "metadata": {"name": "m1"},
+            "status": {"capacity": {"topologyLevels": list(levels), "labelSets": label_sets,
+                                    "nodeGroups": wired}}}
+    view = cluster_view(body, datetime.now(UTC), 60)
+    assert view.topology_levels == protocol.DEFAULT_TOPOLOGY_LEVELS
+    assert sorted((dict(g.labels).get(RACK, ""), g.free.get(GPU, 0)) for g in view.node_groups) \
+        == [("", 8), ("r1", 5), ("r1", 8), ("r2", 8)]
