@@ -109,8 +109,9 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             admission.wait(job.quota)
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
     spent = share_requests(job.demand, decision)
+    domains = {share.cluster: share.domains for share in decision.shares}
     for cluster, requests in spent:  # taken now: the next decision sees it spent
-        capacity[cluster] = with_assumed(capacity[cluster], requests)
+        capacity[cluster] = with_assumed(capacity[cluster], requests, domains[cluster])
     if preempting is not None:
         preempting.bound(job)
     admitted_at = admitted_by = ""

@@ -6,6 +6,7 @@ capacity it cannot point at."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from preemption.model import Pod
 from propagation.resources import Resources
@@ -32,6 +33,5 @@ def _freed(cluster: ClusterView, freed: dict[str, Resources]) -> ClusterView:
         if group.count > len(named):
             groups.append(NodeGroup(group.count - len(named), group.free, group.labels, rest))
         groups.extend(NodeGroup(1, group.free + freed[n], group.labels, (n,)) for n in named)
-    return ClusterView(cluster.name, cluster.ready, cluster.labels, cluster.taints,
-                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason)
+    return replace(cluster, node_groups=tuple(groups))
 

@@ -9,11 +9,12 @@ takes the largest share. Ties break by cluster name, so equal inputs give equal 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from propagation.clusters import affinity_mismatch, filter_clusters
-from propagation.fit import Packing, Replica, admitted, expand, pack, pack_summed
+from propagation.fit import Domain, Packing, Replica, admitted, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
+from propagation.topology import HOSTNAME_LEVEL, domain_text, place
 from propagation.views import (
     ClusterView,
     DivisionPreference,
@@ -23,6 +24,7 @@ from propagation.views import (
     PlacementRules,
     Role,
     SchedulingType,
+    TopologyRequest,
 )
 
 
@@ -33,6 +35,9 @@ class ClusterShare:
     offsets: tuple[tuple[str, int], ...]  # role -> index of this cluster's first replica
     nodes: tuple[str, ...] = ()  # nodes the share was packed onto (when known)
     copy: bool = False  # Duplicated: a whole, independent copy of the job
+    # The topology domains the share keeps to (each its node labels, top level first): one
+    # for a required topology; the agent pins the share's pods there.
+    domains: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,14 +53,18 @@ class Decision:
 MEMO_SIZE = 256  # packings remembered per cluster view (a few per job shape)
 
 
-def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode) -> Packing:
-    """``replicas`` packed into ``cluster``, remembered on the (frozen) view."""
-    key = (mode, *replicas)
+def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode,
+          topology: TopologyRequest | None = None) -> Packing:
+    """``replicas`` packed into ``cluster``, remembered on the (frozen) view. A topology
+    request packs node by node within its domains, whatever the mode."""
+    key = (mode, topology, *replicas) if topology is not None else (mode, *replicas)
     memo = cluster.packings
     packing = memo.get(key)
     if isinstance(packing, Packing):
         return packing
-    if mode is FitMode.SUMMED:
+    if topology is not None:
+        packing = place(cluster, replicas, topology)
+    elif mode is FitMode.SUMMED:
         packing = pack_summed(replicas, cluster.free, cluster.node_groups)
     else:
         packing = pack(replicas, cluster.node_groups, cluster.free)
@@ -100,6 +109,8 @@ def _slots(cluster: ClusterView, request: Resources) -> int:
 
 def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMode) -> str:
     missing = packing.unplaced[0]
+    if job.topology is not None:
+        return _explain_topology(job, job.topology, cluster, packing)
     if missing.requirements and not admitted(cluster.node_groups, missing.requirements):
         wanted = ", ".join(str(r) for r in missing.requirements)
         return f"{cluster.name}: no node with {wanted} ({missing.role} requires it)"
@@ -116,12 +127,26 @@ def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMo
             f"on one node)")
 
 
+def _explain_topology(job: JobDemand, topology: TopologyRequest, cluster: ClusterView,
+                      packing: Packing) -> str:
+    level = topology.level
+    if level not in cluster.topology_levels:
+        return f"{cluster.name}: reports no topology level {level} ({topology})"
+    if topology.required:
+        fullest = (f"; the fullest, {domain_text(packing.domains[0])}, holds "
+                   f"{len(packing.placed)}") if packing.domains else ""
+        return (f"{cluster.name}: no {level} domain holds all {job.replicas} replicas "
+                f"({topology}{fullest})")
+    return (f"{cluster.name}: {len(packing.unplaced)} of {job.replicas} replicas find no node "
+            f"with room in any {level} domain ({topology})")
+
+
 def _fmt(amounts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(amounts.items()))
 
 
 def _share(job: JobDemand, cluster: str, placed: Sequence[tuple[Replica, str]],
-           offsets: dict[str, int]) -> ClusterShare:
+           offsets: dict[str, int], packing: Packing | None = None) -> ClusterShare:
     counts = {role.name: 0 for role in job.roles}
     for replica, _ in placed:
         counts[replica.role] += 1
@@ -130,7 +155,8 @@ def _share(job: JobDemand, cluster: str, placed: Sequence[tuple[Replica, str]],
     for name, count in here:
         offsets[name] = offsets.get(name, 0) + count
     nodes = tuple(sorted({node for _, node in placed if node}))
-    return ClusterShare(cluster, here, starts, nodes)
+    return ClusterShare(cluster, here, starts, nodes,
+                        domains=packing.domains if packing is not None else ())
 
 
 def _left_then_name(item: tuple[tuple[int, ...], str, ClusterView]) -> tuple[tuple[int, ...], str]:
@@ -172,10 +198,12 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
         if rules.fit_mode is FitMode.NODE_AWARE and not _may_hold(cluster, replicas):
             unfit.append((cluster, None))  # packed only if its reason is asked for
             continue
-        packing = _pack(cluster, replicas, rules.fit_mode)
+        packing = _pack(cluster, replicas, rules.fit_mode, job.topology)
         if not packing.unplaced:
-            share = _share(job, name, packing.placed, {})
-            return Decision((share,), f"fits {name}")
+            share = _share(job, name, packing.placed, {}, packing)
+            within = f" within {', '.join(domain_text(d) for d in share.domains)}" \
+                if share.domains else ""
+            return Decision((share,), f"fits {name}{within}")
         unfit.append((cluster, packing))
 
     if rules.max_clusters > 1 and rules.gang:
@@ -184,7 +212,11 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
             return Decision(split, f"split across {len(split)} clusters")
     rejected += [f"{c.name}: short of {_fmt(total.shortfall(c.free_amounts))} in total"
                  for c in short]
-    rejected += [_explain(job, c, packing or _pack(c, replicas, rules.fit_mode), rules.fit_mode)
+    # (a cluster whose nodes cannot hold the replicas at all is explained without its
+    # topology: packing every domain only to say so would cost the most)
+    plain = replace(job, topology=None)
+    rejected += [_explain(job, c, packing, rules.fit_mode) if packing is not None
+                 else _explain(plain, c, _pack(c, replicas, rules.fit_mode), rules.fit_mode)
                  for c, packing in unfit]
     if rules.max_clusters > 1 and rules.gang:
         rejected.append(f"no split over at most {rules.max_clusters} clusters fits")
@@ -196,16 +228,16 @@ def _split(job: JobDemand, replicas: list[Replica], clusters: Sequence[ClusterVi
     """Fewest clusters, largest capacity first; all replicas placed or nothing."""
     capacity = sorted(
         clusters,
-        key=lambda c: (-len(_pack(c, replicas, rules.fit_mode).placed), c.name),
+        key=lambda c: (-len(_pack(c, replicas, rules.fit_mode, job.topology).placed), c.name),
     )
     remaining = replicas
     shares: list[ClusterShare] = []
     offsets: dict[str, int] = {}
     for cluster in capacity[: rules.max_clusters]:
-        packing = _pack(cluster, remaining, rules.fit_mode)
+        packing = _pack(cluster, remaining, rules.fit_mode, job.topology)
         if not packing.placed:
             continue
-        shares.append(_share(job, cluster.name, packing.placed, offsets))
+        shares.append(_share(job, cluster.name, packing.placed, offsets, packing))
         remaining = list(packing.unplaced)
         if not remaining:
             return tuple(shares)
@@ -217,13 +249,12 @@ def _duplicate(job: JobDemand, replicas: list[Replica], clusters: Sequence[Clust
     """Duplicated: every eligible cluster that fits the whole job runs its own copy."""
     shares = []
     for cluster in clusters:
-        packing = _pack(cluster, replicas, rules.fit_mode)
+        packing = _pack(cluster, replicas, rules.fit_mode, job.topology)
         if packing.unplaced:
             rejected.append(_explain(job, cluster, packing, rules.fit_mode))
             continue
-        share = _share(job, cluster.name, packing.placed, {})
-        shares.append(ClusterShare(share.cluster, share.replicas, share.offsets, share.nodes,
-                                   copy=True))
+        share = _share(job, cluster.name, packing.placed, {}, packing)
+        shares.append(replace(share, copy=True))
     if not shares:
         return Decision((), "; ".join(rejected))
     return Decision(tuple(shares), f"duplicated to {len(shares)} clusters")
@@ -259,12 +290,12 @@ def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: Pl
             continue
         sub = JobDemand(job.key, tuple(Role(r.name, here.get(r.name, 0), r.request, r.leader,
                                             r.node_requirements)
-                                       for r in job.roles if here.get(r.name)))
-        packing = _pack(cluster, expand(sub.roles), rules.fit_mode)
+                                       for r in job.roles if here.get(r.name)), job.topology)
+        packing = _pack(cluster, expand(sub.roles), rules.fit_mode, job.topology)
         if packing.unplaced:
             rejected.append(_explain(sub, cluster, packing, rules.fit_mode))
             return Decision((), "; ".join(rejected))
-        shares.append(_share(job, cluster.name, packing.placed, offsets))
+        shares.append(_share(job, cluster.name, packing.placed, offsets, packing))
     return Decision(tuple(shares), f"divided over {len(shares)} clusters")
 
 
@@ -314,29 +345,39 @@ def _by_weight(replicas: int, weights: dict[str, int]) -> dict[str, int] | None:
     return base
 
 
-def with_assumed(cluster: ClusterView, assumed: Sequence[Resources]) -> ClusterView:
+def with_assumed(cluster: ClusterView, assumed: Sequence[Resources],
+                 domains: Sequence[Domain] = ()) -> ClusterView:
     """``cluster`` with capacity the hub has bound but the member has not reported yet
     taken out, so that two decisions never spend the same GPU. Each assumed request is
-    removed from the nodes it fits best, as the member's scheduler would place it."""
+    removed from the nodes it fits best, as the member's scheduler would place it: within
+    ``domains`` (the topology domains its share keeps to) when given."""
     if not assumed:
         return cluster
     groups = list(cluster.node_groups)
+    within = [tuple(kv for kv in domain if kv[0] != HOSTNAME_LEVEL) for domain in domains]
     for request in assumed:
-        groups = _subtract(groups, request)
-    return ClusterView(cluster.name, cluster.ready, cluster.labels, cluster.taints,
-                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason)
+        groups = _subtract(groups, request, within)
+    return replace(cluster, node_groups=tuple(groups))
 
 
-def _subtract(groups: list[NodeGroup], request: Resources) -> list[NodeGroup]:
+def _in_domains(group: NodeGroup, domains: Sequence[Domain]) -> bool:
+    labels = set(group.labels)
+    return any(labels.issuperset(domain) for domain in domains)
+
+
+def _subtract(groups: list[NodeGroup], request: Resources,
+              domains: Sequence[Domain] = ()) -> list[NodeGroup]:
     wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
     best: tuple[tuple[int, ...], int] | None = None
     for i, group in enumerate(groups):
+        if domains and not _in_domains(group, domains):
+            continue
         free = dict(group.free.items_)
         left = tuple(free.get(name, 0) - amount for name, amount in wanted)
         if min(left, default=0) >= 0 and (best is None or (left, i) < best):
             best = (left, i)
-    if best is None:
-        return groups
+    if best is None:  # (the domain's nodes are already reported full: take it anywhere)
+        return _subtract(groups, request) if domains else groups
     index = best[1]
     group = groups[index]
     rest = [] if group.count == 1 else [NodeGroup(group.count - 1, group.free, group.labels,

@@ -21,6 +21,7 @@ from propagation.resources import Resources, scarcity_order
 from propagation.views import NodeGroup, NodeLabelIn, Role, admits_all
 
 Labels = tuple[tuple[str, str], ...]
+Domain = tuple[tuple[str, str], ...]  # one topology domain: its labels, top level first
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class Packing:
     placed: tuple[tuple[Replica, str], ...]  # replica and node name ("" when unnamed)
     unplaced: tuple[Replica, ...]
     leftover: Resources  # free capacity left in the cluster
+    domains: tuple[Domain, ...] = ()  # the topology domains the placed replicas keep to
 
 
 def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],

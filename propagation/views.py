@@ -45,9 +45,22 @@ class Role:
 
 
 @dataclass(frozen=True)
+class TopologyRequest:
+    """The gang packs within one domain of ``level`` (a node label key, e.g. a rack) on each
+    member: ``required`` or it waits; else preferred, over as few domains as it can."""
+
+    level: str
+    required: bool = True
+
+    def __str__(self) -> str:
+        return f"{'required' if self.required else 'preferred'} topology {self.level}"
+
+
+@dataclass(frozen=True)
 class JobDemand:
     key: str  # "<kind>/<namespace>/<name>", unique on the hub
     roles: tuple[Role, ...]
+    topology: TopologyRequest | None = None
 
     @property
     def total(self) -> Resources:
@@ -102,6 +115,9 @@ class ClusterView:
     node_groups: tuple[NodeGroup, ...] = ()
     not_ready_reason: str = ""
     stale_reason: str = ""  # alive, but its capacity report is too old to place work on
+    # The node labels of its topology levels, top level first (the node's hostname last,
+    # when reported); node groups carry their values, but for the hostname's.
+    topology_levels: tuple[str, ...] = ()
 
     @functools.cached_property
     def free(self) -> Resources:

@@ -147,7 +147,8 @@ def test_agent_values_take_effect_and_join_values_render_its_hub_credentials(
                           node_selector={"fleet.sh/agent": "true"})
     assert values["image"] == {"repository": "registry.example:5000/fleet", "tag": "0.2.0"}
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))  # what join gives helm
-    sets = ["metrics.port=9100", "leaderElection.leaseSeconds=12", "logLevel=warning"]
+    sets = ["metrics.port=9100", "leaderElection.leaseSeconds=12", "logLevel=warning",
+            "topologyLevels={example.com/block,example.com/rack}"]
     out = charts.helm(*charts.template_args(AGENT_CHART, sets), "--values",
                       str(tmp_path / "values.yaml")).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
@@ -163,6 +164,7 @@ def test_agent_values_take_effect_and_join_values_render_its_hub_credentials(
     assert agent["args"][agent["args"].index("--metrics-port") + 1] == "9100"
     assert env(agent)["FLEET_AGENT_LEASE_SECONDS"] == "12"
     assert env(agent)["FLEET_LOG_LEVEL"] == "warning"
+    assert env(agent)["FLEET_TOPOLOGY_LEVELS"] == "example.com/block,example.com/rack"
 
 
 @pytest.mark.parametrize(("chart", "sets", "namespace", "message"), [
@@ -180,6 +182,8 @@ def test_agent_values_take_effect_and_join_values_render_its_hub_credentials(
     (AGENT_CHART, ["cluster=Not_A_Name"], "fleet-system", "cluster"),
     (AGENT_CHART, [f"cluster={'a' * 51}"], "fleet-system", "cluster"),
     (AGENT_CHART, ["cluster=member1", "health.port=0"], "fleet-system", "health"),
+    (AGENT_CHART, ["cluster=member1", "topologyLevels={a,a}"], "fleet-system",
+     "topologyLevels"),
     (AGENT_CHART, ["cluster=member1"], "kube-system", "fleet-system"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_a_bad_value_fails_naming_its_field(chart: Path, sets: list[str], namespace: str,

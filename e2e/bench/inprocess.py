@@ -9,7 +9,8 @@ import statistics
 import time
 
 from e2e.bench.results import Result
-from member_agent.capacity import group_nodes, node_free
+from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS as TOPOLOGY_LEVELS
+from member_agent.capacity import grouped, node_free, wire
 from propagation.division import divide, with_assumed
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
@@ -146,16 +147,23 @@ def admission_borrowing(baseline: Result, count: int = 2000) -> Result:
                   note=f"{admitted} admitted; CPU time")
 
 
-def capacity_report(count: int = 5000, seed: int = 5) -> list[Result]:
+def capacity_report(count: int = 5000, seed: int = 5, racks: int = 0) -> list[Result]:
     """An agent's report for ``count`` nodes of mixed shapes (GPU models and counts, zones)
-    with busy pods on them, against one entry per node in the same run."""
+    with busy pods on them, against one entry per node in the same run; with ``racks``, the
+    nodes are spread over that many racks of 5 blocks (topology labels the report keeps)."""
     rng = random.Random(seed)
     shapes = [("NVIDIA-A100-SXM4-80GB", 8, 96), ("NVIDIA-H100-80GB-HBM3", 8, 192),
               ("NVIDIA-A10", 4, 64), ("NVIDIA-T4", 1, 32), ("", 0, 64), ("NVIDIA-L40S", 2, 48)]
     nodes, pods = [], []
     for i in range(count):
-        model, gpus, cpu = shapes[i % len(shapes)]
+        # (with racks, a rack holds one kind of node, as racks are bought)
+        model, gpus, cpu = shapes[(i * racks // count if racks else i) % len(shapes)]
         labels = {"topology.kubernetes.io/zone": f"zone-{i % 3}"}
+        if racks:
+            rack = i * racks // count  # racks of neighbouring nodes, a block in one zone
+            labels.update({TOPOLOGY_LEVELS[0]: f"block-{rack % 5}",
+                           TOPOLOGY_LEVELS[1]: f"rack-{rack}",
+                           "topology.kubernetes.io/zone": f"zone-{rack % 5 % 3}"})
         if model:
             labels["nvidia.com/gpu.product"] = model
         allocatable = {"cpu": str(cpu), "memory": f"{cpu * 8}Gi", "pods": "110"}
@@ -174,17 +182,19 @@ def capacity_report(count: int = 5000, seed: int = 5) -> list[Result]:
                              {"name": "c", "resources": {"requests": request}}]},
                          "status": {"phase": "Running"}})
     started = time.perf_counter()
-    groups = group_nodes(nodes, pods)
+    groups, levels = grouped(nodes, pods)
     elapsed = (time.perf_counter() - started) * 1000
-    report = json.dumps([{"count": g.count, "allocatable": g.allocatable, "free": g.free,
-                          "labels": g.labels, "nodes": g.nodes} for g in groups])
+    label_sets, wired = wire(groups)  # as the agent's report carries them
+    report = json.dumps({"labelSets": label_sets, "nodeGroups": wired})
     per_node = json.dumps([{"node": name, "allocatable": a, "free": f}
                            for name, (a, f) in node_free(nodes, pods).items()])
-    size = f"{count:,} nodes of {len(shapes)} shapes in 3 zones"
+    size = f"{count:,} nodes of {len(shapes)} shapes in 3 zones" + (
+        f", {racks} racks" if racks else "")
     return [
         Result(f"capacity report bytes, {size}", len(report), "bytes", "",
                baseline=len(per_node), baseline_name="one entry per node",
-               note=f"{len(groups)} groups"),
+               note=f"{len(groups)} groups" + (
+                   f"; levels kept: {', '.join(levels)}" if racks else "")),
         Result(f"capacity report build time, {size}", elapsed, "ms", ""),
     ]
 
@@ -199,4 +209,5 @@ def run() -> list[Result]:
     results += [engine, admission_borrowing(engine)]
     print("[bench] capacity report at 5,000 nodes", flush=True)
     results += capacity_report()
+    results += capacity_report(racks=125)
     return results

@@ -26,6 +26,8 @@ from fleet.api.protocol import (
     API_VERSION,
     HEALTHY,
     HEARTBEAT_LEASE,
+    MAX_SHARE_DOMAINS,
+    MAX_TOPOLOGY_LEVELS,
     MEMBER_FAILURE_REASONS,
     PLACEMENT_GENERATION,
     REPLICA_FAILURE,
@@ -60,7 +62,17 @@ class NodeGroup(KubeModel):
     allocatable: dict[str, int] = Field(default_factory=dict)
     free: dict[str, int] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
+    label_set: int | None = Field(
+        default=None, ge=0,
+        description="Its labels, as an index into the report's labelSets (a report names each "
+                    "set of labels once: many groups share one rack's).")
     nodes: list[str] = Field(default_factory=list, description="Names of the nodes in the group.")
+
+    def all_labels(self, label_sets: list[dict[str, str]]) -> dict[str, str]:
+        """Its labels, with those of its label set."""
+        shared = label_sets[self.label_set] if self.label_set is not None and \
+            self.label_set < len(label_sets) else {}
+        return {**shared, **self.labels}
 
 
 class ClusterCapacity(KubeModel):
@@ -68,12 +80,21 @@ class ClusterCapacity(KubeModel):
         default=None, description="When the agent read the nodes and pods this report sums."
     )
     node_groups: list[NodeGroup] = Field(default_factory=list)
+    label_sets: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="The distinct labels of the node groups, each once (groups name theirs by "
+                    "index, labelSet).")
     allocatable: dict[str, int] = Field(default_factory=dict)
     free: dict[str, int] = Field(default_factory=dict)
     reserved: dict[str, int] = Field(
         default_factory=dict, description="Held for Works whose pods are not bound yet.")
     reserved_for: list[str] = Field(
         default_factory=list, description="The Works holding nodes (counted as not free).")
+    topology_levels: list[str] = Field(
+        default_factory=list, max_length=MAX_TOPOLOGY_LEVELS,
+        description="The node labels of the member's topology levels, top level first "
+                    "(kubernetes.io/hostname, the node itself, last): node groups carry "
+                    "their values, but for the hostname's.")
 
 
 class KubeletEndpoint(KubeModel):
@@ -127,6 +148,10 @@ class WorkPlacement(KubeModel):
         description="Index of this cluster's first replica per role, when a job is split.",
     )
     nodes: list[str] = Field(default_factory=list, description="Nodes reserved for this share.")
+    domains: list[dict[str, str]] = Field(
+        default_factory=list, max_length=MAX_SHARE_DOMAINS,
+        description="The topology domains the share keeps to (each the node labels of one "
+                    "domain, top level first): the agent pins the share's pods to them.")
     generation: int = Field(
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "

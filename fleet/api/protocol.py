@@ -13,6 +13,7 @@ Pure: no I/O, no clock; stdlib only (an import-linter contract keeps it so).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -45,6 +46,12 @@ PURGE_IMMEDIATELY, PURGE_GRACIOUSLY, PURGE_NEVER = "Immediately", "Graciously", 
 # The job that preempted this one (a bound job's victim): kept until it is bound again, and
 # while it is there the job preempts nobody itself (no cascades).
 PREEMPTED_BY = f"{GROUP}/preempted-by"
+# Topology-aware placement (Kueue's podset-required/preferred-topology, HiveD's cells): the
+# node label of the topology level a job's gang must (or should) pack within on each member,
+# e.g. a rack. Read by :func:`topology_request`; an invalid value keeps the job waiting with
+# a condition naming the annotation.
+TOPOLOGY_REQUIRED = f"{GROUP}/podset-required-topology"
+TOPOLOGY_PREFERRED = f"{GROUP}/podset-preferred-topology"
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
             PREEMPTED_BY)
@@ -75,6 +82,18 @@ QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tre
 # The agent's own marks on member objects it makes from a copy.
 TENSORBOARD_FOR = f"{GROUP}/tensorboard-for"
 RUN_VARIANT = f"{GROUP}/run-variant"  # how a pod was made: "", "debug", "resume"
+
+# -- topology levels a member reports (its agent's FLEET_TOPOLOGY_LEVELS, these by default) ----
+HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself: a domain of one node
+DEFAULT_TOPOLOGY_LEVELS = ("cloud.provider.com/topology-block",
+                           "cloud.provider.com/topology-rack", HOSTNAME_LEVEL)
+MAX_TOPOLOGY_LEVELS = 8
+MAX_SHARE_DOMAINS = 64  # topology domains one share may name (a preferred gang's spread)
+MAX_TOPOLOGY_GROUPS = 2048  # node groups one capacity report holds at most
+# A label key: an optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+_LABEL_KEY = re.compile(
+    r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 # -- a Work's status, written by the agent ----------------------------------------------------
 APPLIED = "Applied"  # condition: the copy is on the member
@@ -118,15 +137,80 @@ class Share(Protocol):
     def nodes(self) -> tuple[str, ...]: ...
     @property
     def copy(self) -> bool: ...
+    @property
+    def domains(self) -> tuple[tuple[tuple[str, str], ...], ...]: ...
+
+
+def placement_dicts(shares: Iterable[Share]) -> list[dict[str, Any]]:
+    """The shares as the PLACEMENT text and the Works spell them: per share its cluster,
+    replicas and offsets per role, the nodes it was packed onto, ``copy`` for a whole copy
+    (Duplicated), and the topology domains it keeps to (each the node labels of one domain,
+    top level first)."""
+    return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
+             "nodes": list(s.nodes), **({"copy": True} if s.copy else {}),
+             **({"domains": [dict(d) for d in s.domains]} if s.domains else {})}
+            for s in shares]
 
 
 def encode_placement(shares: Iterable[Share]) -> str:
-    """The PLACEMENT (and WORLD) text: per share its cluster, replicas and offsets per role,
-    the nodes it was packed onto, and ``copy`` for a whole copy (Duplicated)."""
-    return json.dumps([
-        {"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
-         "nodes": list(s.nodes), **({"copy": True} if s.copy else {})} for s in shares
-    ], separators=(",", ":"))
+    """The PLACEMENT (and WORLD) text (see ``placement_dicts``)."""
+    return json.dumps(placement_dicts(shares), separators=(",", ":"))
+
+
+def share_domains(share: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """The topology domains a decoded share (or a Work's placement) keeps to."""
+    return tuple(tuple((str(k), str(v)) for k, v in domain.items())
+                 for domain in share.get("domains") or ())
+
+
+# -- topology ----------------------------------------------------------------------------
+def label_key_error(key: str) -> str:
+    """Why ``key`` is not a valid node label key ("" when it is)."""
+    if not isinstance(key, str) or not key:
+        return "must be a node label key, e.g. cloud.provider.com/topology-rack"
+    prefix, _, name = key.rpartition("/")
+    if len(prefix) > 253 or len(name) > 63 or not _LABEL_KEY.fullmatch(key):
+        shown = key if len(key) <= 80 else f"{key[:80]}..."
+        return f"{shown!r} is not a node label key (an optional DNS prefix and '/', then a " \
+               "name of at most 63 letters, digits, '-', '_' or '.')"
+    return ""
+
+
+def topology_request(meta: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """The topology level (a node label key) a job's gang packs within, and whether that is
+    required (else preferred); None when the job asks for none. Raises ValueError naming the
+    annotation for a value that is not a label key, or when both annotations are set."""
+    annotations = _annotations(meta)
+    found = [(key, annotations[key]) for key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+             if key in annotations]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValueError(f"metadata.annotations[{TOPOLOGY_REQUIRED}] and "
+                         f"[{TOPOLOGY_PREFERRED}]: set one of them, not both")
+    key, level = found[0]
+    error = label_key_error(level)
+    if error:
+        raise ValueError(f"metadata.annotations[{key}]: {error}")
+    return str(level), key == TOPOLOGY_REQUIRED
+
+
+def topology_levels(text: str | None) -> tuple[str, ...]:
+    """The topology levels an agent reports, from its setting (comma-separated label keys,
+    top level first); the defaults when unset. Raises ValueError for an invalid list."""
+    if text is None or not text.strip():
+        return DEFAULT_TOPOLOGY_LEVELS
+    levels = tuple(part.strip() for part in text.split(",") if part.strip())
+    if len(levels) > MAX_TOPOLOGY_LEVELS or len(set(levels)) != len(levels):
+        raise ValueError(f"topology levels: at most {MAX_TOPOLOGY_LEVELS} distinct label "
+                         f"keys, got {len(levels)}")
+    for level in levels:
+        error = label_key_error(level)
+        if error:
+            raise ValueError(f"topology levels: {error}")
+    if HOSTNAME_LEVEL in levels[:-1]:
+        raise ValueError(f"topology levels: {HOSTNAME_LEVEL} (one node) must be the last")
+    return levels
 
 
 def decode_placement(job: Mapping[str, Any]) -> list[dict[str, Any]]:

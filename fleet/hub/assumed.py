@@ -10,6 +10,7 @@ this pass's (the cache keeps Works in arrival order, so new ones are appended).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,8 @@ from propagation.division import with_assumed
 from propagation.resources import Resources
 from propagation.views import ClusterView
 
-Share = tuple[str, list[Resources]]  # (Work uid, per-replica requests)
+# (Work uid, per-replica requests, the topology domains its share keeps to)
+Share = tuple[str, list[Resources], tuple[tuple[tuple[str, str], ...], ...]]
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:
@@ -85,14 +87,17 @@ class AssumedCapacity:
         key = (meta["uid"], meta.get("generation", 0))
         if key not in self._requests:
             self._requests[key] = share_requests(work)
-        return meta["uid"], self._requests[key]
+        return meta["uid"], self._requests[key], protocol.share_domains(work["spec"]["placement"])
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
-        uids = tuple(uid for uid, _ in shares)
+        uids = tuple(uid for uid, _, _ in shares)
         start, view = 0, cluster
         last = self._views.get(cluster.name)
         if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
             start, view = len(last[1]), last[2]
-        view = with_assumed(view, [r for _, requests in shares[start:] for r in requests])
+        # Each share within its domains; consecutive shares of the same domains (most have
+        # none) in one go, as subtracting is cheaper once per view.
+        for domains, batch in itertools.groupby(shares[start:], key=lambda share: share[2]):
+            view = with_assumed(view, [r for _, requests, _ in batch for r in requests], domains)
         self._views[cluster.name] = (cluster, uids, view)
         return view

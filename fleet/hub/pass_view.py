@@ -128,7 +128,7 @@ def work_view(work: Body) -> WorkView:
 def placement_of(job: Body) -> tuple[ClusterShare, ...]:
     return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
                               tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
-                              bool(s.get("copy")))
+                              bool(s.get("copy")), w.share_domains(s))
                  for s in w.decode_placement(job))
 
 
@@ -161,14 +161,19 @@ class ViewBuilder:
     fit_mode: FitMode = FitMode.NODE_AWARE
     starvation_bound: int = 5
     _policies: dict[tuple[str, str], tuple[str, PolicyView]] = field(default_factory=dict)
-    _demands: dict[tuple[str, int, str], JobDemand | InvalidJob] = field(default_factory=dict)
+    _demands: dict[tuple[str, int, str, str, str], JobDemand | InvalidJob] = field(
+        default_factory=dict)
     _assumed: AssumedCapacity = field(default_factory=AssumedCapacity)
 
     def demand(self, job: Mapping[str, Any]) -> JobDemand:
         """The job's demand, parsed once per spec (raises InvalidJob)."""
         meta = job["metadata"]
+        annotations = meta.get("annotations") or {}
+        # Annotations do not raise a job's generation: the topology it asks for is in the key.
         key = (meta.get("uid", ""), int(meta.get("generation") or 0),
-               meta.get("resourceVersion", "") if not meta.get("generation") else "")
+               meta.get("resourceVersion", "") if not meta.get("generation") else "",
+               str(annotations.get(w.TOPOLOGY_REQUIRED, "")),
+               str(annotations.get(w.TOPOLOGY_PREFERRED, "")))
         found = self._demands.get(key)
         if found is None:
             try:

@@ -64,9 +64,12 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
         ready, reason = False, f"agent heartbeat {age:.0f}s old"
     elif status and any(c.type == "Ready" and c.status != "True" for c in status.conditions):
         ready, reason = False, "Ready condition is not True"
+    capacity = status.capacity if status else None
+    label_sets = capacity.label_sets if capacity else []
     groups = tuple(
-        NodeGroup(g.count, Resources.of(g.free), tuple(sorted(g.labels.items())), tuple(g.nodes))
-        for g in (status.capacity.node_groups if status and status.capacity else [])
+        NodeGroup(g.count, Resources.of(g.free), tuple(sorted(g.all_labels(label_sets).items())),
+                  tuple(g.nodes))
+        for g in (capacity.node_groups if capacity else [])
     )
     return ClusterView(
         name=cluster.metadata.name,
@@ -76,6 +79,8 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
         node_groups=groups,
         not_ready_reason=reason,
         stale_reason=stale,
+        topology_levels=tuple(status.capacity.topology_levels
+                              if status and status.capacity else ()),
     )
 
 

@@ -18,8 +18,12 @@ from fleet.api.protocol import (
     PLACEMENT,
     PREEMPTED_BY,
     PURGE_MODE,
+    TOPOLOGY_PREFERRED,
+    TOPOLOGY_REQUIRED,
     decode_placement,
     encode_placement,
+    placement_dicts,
+    share_domains,
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
@@ -28,8 +32,9 @@ Body = dict[str, Any]
 
 # The protocol's names the hub's modules reach through this one (``w.PLACEMENT``).
 __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GENERATION",
-           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "decode_placement",
-           "encode_placement", "member_manifest", "outdated", "work_body", "work_name"]
+           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "TOPOLOGY_PREFERRED",
+           "TOPOLOGY_REQUIRED", "decode_placement", "encode_placement", "member_manifest",
+           "outdated", "placement_dicts", "share_domains", "work_body", "work_name"]
 # What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
 HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 
@@ -88,6 +93,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
                     "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
             "placement": {"cluster": share["cluster"], "replicas": share["replicas"],
                           "offsets": share["offsets"], "nodes": share.get("nodes", []),
+                          **({"domains": share["domains"]} if share.get("domains") else {}),
                           "generation": p.placement_generation(meta)},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
         },

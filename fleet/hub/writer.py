@@ -43,7 +43,6 @@ from planner.intents import (
     Unbind,
     Wait,
 )
-from propagation.division import ClusterShare
 from propagation.resources import Resources
 from quota.tree import leaves_by_namespace, walk
 
@@ -75,12 +74,6 @@ class PassContext:
         uid = job["metadata"]["uid"]
         return {work_key(wk): wk for wk in (*self.snap.works_of(uid),
                                             *self.snap.evicting_of(uid))}
-
-
-def placement_dicts(shares: Sequence[ClusterShare]) -> list[dict[str, Any]]:
-    """The placement as Works and the placement annotation spell it."""
-    return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
-             "nodes": list(s.nodes), **({"copy": True} if s.copy else {})} for s in shares]
 
 
 @dataclass
@@ -195,7 +188,7 @@ class Writer:
                 w.FAILOVER_AVOID: None,
                 w.PREEMPTED_BY: None,
             }
-            shares = placement_dicts(bind.shares)
+            shares = w.placement_dicts(bind.shares)
             bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),
                                          list(bind.clusters), extra)
             if bound is None:

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.api import limits
+from fleet.api.protocol import topology_request
 from fleet.api.quantity import QuantityError, canonical
 from fleet.clients.resources import Resource
 from fleet.kinds.deps import t9k_references, template_references
 from propagation.resources import Resources
-from propagation.views import JobDemand, Role
+from propagation.views import JobDemand, Role, TopologyRequest
 
 Body = dict[str, Any]
 
@@ -120,7 +121,12 @@ class KindAdapter:
                 raise InvalidJob(f"{self.role_path(role.name)}.template: negative "
                                  f"request of {', '.join(negative)}")
             out.append(Role(role.name, role.replicas, request, role.leader))
-        return JobDemand(key, tuple(out))
+        try:
+            topology = topology_request(body.get("metadata") or {})
+        except ValueError as exc:
+            raise InvalidJob(str(exc)) from None
+        return JobDemand(key, tuple(out),
+                         TopologyRequest(*topology) if topology is not None else None)
 
     def with_replicas(self, body: Body, counts: Mapping[str, int]) -> Body:
         """A copy of ``body`` keeping only ``counts`` replicas of each role."""

@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 from fleet import metrics
-from fleet.api.protocol import TENSORBOARD_FOR
+from fleet.api.protocol import TENSORBOARD_FOR, topology_levels
 from fleet.clients import resources as r
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
@@ -100,7 +100,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     controller.fence = sync.may_run
     reporter = Reporter(hub, member, cluster, STATE,
                         interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")),
-                        held=sync.held)
+                        held=sync.held, topology_levels=_topology_levels())
     threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
     threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
                 ("fencing", sync.fence_loop), ("heartbeat", reporter.run)]
@@ -131,6 +131,16 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     threading.Thread(target=election.run, args=(_STOP, lead, abdicate), name="election",
                      daemon=True).start()
     log.info("agent for %s started; waiting for the member's agent lease", cluster)
+
+
+def _topology_levels() -> tuple[str, ...]:
+    """FLEET_TOPOLOGY_LEVELS (comma-separated node label keys, top level first), else the
+    defaults; an invalid setting is logged and the defaults are reported."""
+    try:
+        return topology_levels(os.environ.get("FLEET_TOPOLOGY_LEVELS"))
+    except ValueError as exc:
+        log.error("FLEET_TOPOLOGY_LEVELS: %s; reporting the default levels", exc)
+        return topology_levels(None)
 
 
 @kopf.on.cleanup()

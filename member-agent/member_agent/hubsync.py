@@ -42,6 +42,7 @@ from member_agent.priority_classes import apply_priority_class, is_priority_clas
 from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
+from member_agent.topology import pinned
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -225,6 +226,10 @@ class HubSync:
                 "finalizers": [*(meta.get("finalizers") or []), AGENT_FINALIZER]}},
                 self.namespace)
         manifests = work["spec"]["manifests"]
+        # The share's pods stay in the topology domains the hub packed it into.
+        domains = protocol.share_domains(work["spec"]["placement"])
+        if domains:
+            manifests = [pinned(manifests[0], domains), *manifests[1:]]
         # What the job needs first: its pods refer to its PriorityClass and dependencies.
         for manifest in [*manifests[1:], manifests[0]]:
             if is_priority_class(manifest):

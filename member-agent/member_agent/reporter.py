@@ -23,13 +23,14 @@ from fleet.api.protocol import (
     AGENT_HEARTBEAT,
     API_VERSION,
     CLUSTER_LABEL,
+    DEFAULT_TOPOLOGY_LEVELS,
     HEARTBEAT_LEASE,
     member_namespace,
 )
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.capacity import group_nodes, totals
+from member_agent.capacity import grouped, totals, wire
 from member_agent.election import identity
 from member_agent.reservations import Reservation, held_on_nodes
 from member_agent.state import MemberState
@@ -48,8 +49,10 @@ FIELD_MANAGER = "fleet-agent"
 class Reporter:
     def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
                  interval: float = 2.0, min_gap: float = 1.0, refresh: float = 30.0,
-                 held: Callable[[list[Body]], list[Reservation]] | None = None) -> None:
+                 held: Callable[[list[Body]], list[Reservation]] | None = None,
+                 topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
+        self.topology_levels = topology_levels
         self.held = held or (lambda pods: [])
         self.interval, self.min_gap, self.refresh = interval, min_gap, refresh
         self.version = ""
@@ -101,8 +104,10 @@ class Reporter:
         """The status fields read from nodes and pods (grouped capacity and its sums)."""
         nodes, pods = self.state.snapshot()
         held = self.held(pods)
-        groups = group_nodes(nodes, pods, reserved=held_on_nodes(held))
+        groups, levels = grouped(nodes, pods, reserved=held_on_nodes(held),
+                                 topology_levels=self.topology_levels)
         allocatable, free = totals(groups)
+        label_sets, wired = wire(groups)
         reserved: dict[str, int] = {}
         for amounts in held_on_nodes(held).values():
             for resource, amount in amounts.items():
@@ -122,10 +127,9 @@ class Reporter:
                 "free": free,
                 "reserved": reserved,
                 "reservedFor": sorted(h.work for h in held),
-                "nodeGroups": [
-                    {"count": g.count, "allocatable": g.allocatable, "free": g.free,
-                     "labels": g.labels, "nodes": g.nodes} for g in groups
-                ],
+                "topologyLevels": list(levels),
+                "labelSets": label_sets,
+                "nodeGroups": wired,
             },
         }
 
