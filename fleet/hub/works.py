@@ -18,22 +18,33 @@ from fleet.api.protocol import (
     PLACEMENT,
     PREEMPTED_BY,
     PURGE_MODE,
+    RESIZED,
     decode_placement,
     encode_placement,
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
+from propagation.division import ClusterShare
 
 Body = dict[str, Any]
 
 # The protocol's names the hub's modules reach through this one (``w.PLACEMENT``).
 __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GENERATION",
-           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "decode_placement",
-           "encode_placement", "member_manifest", "outdated", "work_body", "work_name"]
+           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "RESIZED", "decode_placement",
+           "encode_placement", "member_manifest", "outdated", "placement_of", "work_body",
+           "work_name"]
 # What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
 HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 
 MAX_NAME = 253
+
+
+def placement_of(job: Mapping[str, Any]) -> tuple[ClusterShare, ...]:
+    """A bound job's placement as the planner's shares (() for a job not bound)."""
+    return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
+                              tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
+                              bool(s.get("copy")))
+                 for s in decode_placement(job))
 
 
 def work_name(job: Mapping[str, Any]) -> str:
