@@ -82,4 +82,5 @@ def with_resized(status: dict[str, Any], job: Mapping[str, Any]) -> dict[str, An
         return status
     said["lastTransitionTime"] = said["lastUpdateTime"] = str(mark["time"])
     kept = [c for c in status.get("conditions") or [] if c.get("type") != "Resized"]
-    return {**status, "conditions": [*kept, said]}
+    # First, not last: a Kubeflow job's STATE is its last True condition (Running).
+    return {**status, "conditions": [said, *kept]}
