@@ -21,7 +21,7 @@ from e2e.conftest import eventually
 from e2e.jobs import delete_jobs, hub_job, hub_state, member, member_job, pods, seed_pytorchjob
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from e2e.test_priority import priority_classes
+from e2e.test_priority import idle_fleet, priority_classes
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -42,8 +42,10 @@ TREE = {
 
 @pytest.fixture
 def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
-    """Namespace ``elastic``: a quota leaf of 8 GPUs, jobs queued for quota."""
+    """Namespace ``elastic``: a quota leaf of 8 GPUs, jobs queued for quota; the fleet idle
+    (the job grows on the member it runs on: another module's gang there would stop it)."""
     priority_classes(hub)
+    idle_fleet(hub)
     if hub.get_or_none(r.NAMESPACES, NAMESPACE) is None:
         hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": NAMESPACE}})

@@ -60,8 +60,9 @@ def placed_count(job: Mapping[str, Any], role: str) -> int:
 def placed_demand(job: Mapping[str, Any], demand: JobDemand) -> JobDemand:
     """A bound elastic job's demand at the size its placement runs; any other job's as is."""
     found = elastic_of_or_none(job)
-    if found is None or not p.decode_placement(job):
-        return demand
+    shares = p.decode_placement(job)
+    if found is None or not shares or any(s.get("copy") for s in shares):
+        return demand  # Duplicated copies: charged by the spec, as any duplicated job
     return with_count(demand, found.role, placed_count(job, found.role))
 
 
