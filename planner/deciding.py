@@ -80,7 +80,7 @@ def _grow(view: PassView, capacity: dict[str, ClusterView], admission: Admission
         return []
     held = [-c.order[0] for c in candidates if c.key in waits
             and waits[c.key].reason in elastic.WAITING_FOR_CAPACITY]
-    return list(elastic.grow(bound, view, capacity, elastic.QuotaRoom(admission),
+    return list(elastic.grow(bound, capacity, elastic.QuotaRoom(admission),
                              max(held) if held else None))
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from planner.intents import Grow
-from planner.view import Elastic, JobView, PassView, Stage
+from planner.view import Elastic, JobView, Stage
 from propagation.division import ClusterShare, divide, with_assumed
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
@@ -133,7 +133,6 @@ class QuotaRoom:
         return [] if leaf is None else [leaf.key, *("/".join(a) for a in leaf.ancestors)]
 
     def fits(self, job: JobView, extra: Mapping[str, int]) -> bool:
-        assert self.admission is None or self.nodes
         for key in self._path(job):
             assert self.admission is not None
             limit, used = self.nodes[key].node.max, self.admission.usage(key)
@@ -151,8 +150,8 @@ class QuotaRoom:
                 more[name] = more.get(name, 0) + amount
 
 
-def grow(jobs: Sequence[JobView], view: PassView, capacity: dict[str, ClusterView],
-         room: QuotaRoom, held_back_at: int | None) -> list[Grow]:
+def grow(jobs: Sequence[JobView], capacity: dict[str, ClusterView], room: QuotaRoom,
+         held_back_at: int | None) -> list[Grow]:
     """Grow the bound elastic jobs that run below their max, in decision order, with the
     capacity and quota this pass left; none of priority ``held_back_at`` or below (a job of
     that priority waits for capacity). Each grow takes its capacity before the next."""

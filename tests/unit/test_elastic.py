@@ -243,3 +243,21 @@ def test_sizes_are_counted_on_the_elastic_role() -> None:
     given_back = shrunk(victim, 1)
     assert given_back is not None
     assert given_back.charge == {GPU: 3}  # what it gives back: no job count
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=5), st.integers(1, 4),
+       st.integers(1, 6), st.integers(0, 6))
+def test_an_elastic_job_is_admitted_at_the_most_that_fits_and_never_below_its_min(
+        free: list[int], per_worker: int, low: int, spread: int) -> None:
+    high = low + spread
+    job = elastic_waiting("e", low, high, per_worker=per_worker)
+    plan_ = plan_pass(view(job, clusters=(nodes("a", *free),)))
+    room = sum(f // per_worker for f in free)  # identical workers: a node holds floor(f/w)
+    if room < low:
+        assert not plan_.binds
+        assert [w.reason for w in plan_.waits] == ["Unschedulable"]
+        return
+    [bind] = plan_.binds
+    assert bind.shares[0].replicas == (("Worker", min(room, high)),)
+    assert (bind.sized == "") == (room >= high)
