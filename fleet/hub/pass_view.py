@@ -26,7 +26,7 @@ from fleet.hub.cache import EVICTING, Body, Snapshot
 from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
-from planner.elastic import with_count
+from planner.elastic import count, with_count
 from planner.view import (
     FailoverSettings,
     Hold,
@@ -210,8 +210,7 @@ class ViewBuilder:
             except Exception as exc:  # one job's problem never stops the others
                 failed(job, exc)
         by_name = {c.name: c for c in clusters}
-        waiting = any(v.stage is Stage.WAITING or (v.elastic is not None and v.stage is
-                                                   Stage.BOUND) for v in views)
+        waiting = any(v.stage is Stage.WAITING or _may_grow(v) for v in views)
         # Most passes (a status arrived) have nothing to place or grow: assumed capacity
         # only then.
         capacity = self._assumed.views(clusters, snap, inflight) if waiting else {}
@@ -304,6 +303,12 @@ class ViewBuilder:
         names = queue_names(p.path for p in walk(tree[1]))
         return QuotaView(tree[1], tuple(q.holdings(snap, classes, self.placed_demand)),
                          q.queue_policies(snap, names), self.starvation_bound)
+
+
+def _may_grow(view: JobView) -> bool:
+    """A running elastic job below its max (the pass needs capacity to grow it)."""
+    return view.elastic is not None and view.stage is Stage.BOUND and view.demand is not None \
+        and count(view.demand, view.elastic.role) < view.elastic.max
 
 
 def creation_order(job: Mapping[str, Any]) -> tuple[str, str, str]:
