@@ -12,8 +12,8 @@ from planner import PassView, plan_pass
 from planner.elastic import count, shrunk_shares
 from planner.intents import Grow, Preempt, Shrink
 from planner.view import Elastic, JobView, PolicyView, PreemptionView, Stage, WorkView
-from preemption.model import Elasticity, Outcome, Pod, Preemptor, Running
-from preemption.planner import plan, shrunk
+from preemption.model import Elasticity, Outcome, Pod, Preemptor, QuotaLimits, Running
+from preemption.planner import may_preempt, plan, shrunk
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
@@ -261,3 +261,86 @@ def test_an_elastic_job_is_admitted_at_the_most_that_fits_and_never_below_its_mi
     [bind] = plan_.binds
     assert bind.shares[0].replicas == (("Worker", min(room, high)),)
     assert (bind.sized == "") == (room >= high)
+
+
+@st.composite
+def elastic_scenarios(draw: st.DrawFn) -> tuple[Preemptor, list[Running], list[ClusterView],
+                                                QuotaLimits]:
+    """Members of 4-GPU nodes filled by elastic jobs of identical workers and plain jobs, in
+    tenants a and b (or no tree: x), and a waiting job."""
+    nodes_ = [(c, f"n{i}") for c in ("m1", "m2")[:draw(st.integers(1, 2))]
+              for i in range(draw(st.integers(1, 3)))]
+    free = dict.fromkeys(nodes_, 4)
+    jobs: list[Running] = []
+    for index in range(draw(st.integers(1, 6))):
+        priority = draw(st.sampled_from([-1, 0, 50, 100]))
+        namespace = draw(st.sampled_from(["a", "b", "x"]))
+        leaf = {"a": "root/a", "b": "root/b"}.get(namespace) if priority >= 0 else None
+        cluster = draw(st.sampled_from(sorted({c for c, _ in nodes_})))
+        per = draw(st.integers(1, 2))
+        pods: list[Pod] = []
+        for i in range(draw(st.integers(1, 5))):
+            room = [n for n in nodes_ if n[0] == cluster and free[n] >= per]
+            if not room:
+                break
+            node = draw(st.sampled_from(room))
+            free[node] -= per
+            pods.append(Pod(cluster, node[1], gpus(per), "worker", i))
+        if not pods:
+            continue
+        total = per * len(pods)
+        job = Running(f"PyTorchJob/{namespace}/j{index}", namespace, priority,
+                      f"2026-01-01T00:00:{index:02d}Z", tuple(pods),
+                      {GPU: total, MAX_JOBS: 1} if leaf else {}, leaf)
+        if len(pods) > 1 and draw(st.integers(0, 3)):  # mostly elastic
+            share = ClusterShare(cluster, (("Worker", len(pods)),), (("Worker", 0),))
+            job = replace(job, elastic=Elasticity(
+                "Worker", draw(st.integers(1, max(1, len(pods) // 2))), len(pods), (share,),
+                {GPU: per} if leaf else {}))
+        jobs.append(job)
+    clusters = [ClusterView(c, True, node_groups=tuple(
+        NodeGroup(1, gpus(free[(c, n)]), nodes=(n,)) for cc, n in nodes_ if cc == c))
+        for c in sorted({c for c, _ in nodes_})]
+    total = 4 * len(nodes_)
+    a_max = draw(st.integers(1, total))
+    root = QuotaNode("root", min={GPU: total}, max={GPU: total}, children=(
+        QuotaNode("a", min={GPU: draw(st.integers(0, a_max))}, max={GPU: a_max},
+                  namespaces=("a",)),
+        QuotaNode("b", min={GPU: draw(st.integers(0, total))}, max={GPU: total},
+                  namespaces=("b",))))
+    namespace = draw(st.sampled_from(["a", "b", "x"]))
+    leaf = {"a": "root/a", "b": "root/b"}.get(namespace)
+    replicas, per = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    demand = JobDemand(f"PyTorchJob/{namespace}/p", (Role("Worker", replicas, gpus(per)),))
+    p = Preemptor(demand.key, namespace, draw(st.sampled_from([50, 100])), demand,
+                  PlacementRules(), {GPU: replicas * per, MAX_JOBS: 1} if leaf else {}, leaf)
+    return p, jobs, clusters, limits_for(root, jobs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(elastic_scenarios())
+def test_plans_with_elastic_victims_fit_the_preemptor_and_spare_the_higher(
+        scenario: tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]) -> None:
+    p, jobs, clusters, limits = scenario
+    decided = plan(p, jobs, clusters, limits)
+    if decided.outcome is not Outcome.PREEMPT:
+        if decided.outcome is Outcome.NO_PLAN:  # not even shrinking every elastic job
+            shrinks = [s for j in jobs if j.elastic is not None and may_preempt(p, j, limits)
+                       and (s := shrunk(j, j.elastic.min)) is not None]
+            assert not shrinks or not fits(p, shrinks, clusters, limits) or \
+                not any(pod.node for s in shrinks for pod in s.pods)
+        return
+    assert not fits(p, (), clusters, limits)  # no plan preempts for nothing
+    assert all(v.priority < p.priority for v in decided.victims)
+    assert all(may_preempt(p, v, limits) for v in decided.victims)
+    assert fits(p, decided.victims, clusters, limits)
+    shrinks = [v for v in decided.victims if v.keep is not None]
+    for v in shrinks:
+        assert v.elastic is not None
+        assert v.elastic.min <= v.keep < v.elastic.size
+        assert sorted(pod.index for pod in v.pods) == list(range(v.keep, v.elastic.size))
+    assert not shrinks or len(shrinks) == len(decided.victims)  # shrinks, or evictions
+    if not shrinks:  # evicting: shrinking every elastic job it may take was not enough
+        possible = [s for j in jobs if j.elastic is not None and may_preempt(p, j, limits)
+                    and (s := shrunk(j, j.elastic.min)) is not None]
+        assert not possible or not fits(p, possible, clusters, limits)
