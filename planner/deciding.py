@@ -84,16 +84,18 @@ def _grow(view: PassView, capacity: dict[str, ClusterView], admission: Admission
                              max(held) if held else None))
 
 
-def _fits_now(job: JobView, admission: AdmissionPass | None,
-              fleet: Sequence[ClusterView]) -> bool:
-    """Quota (without reclaiming anyone) and nodes, as they are now."""
+def _short(job: JobView, admission: AdmissionPass | None,
+           fleet: Sequence[ClusterView]) -> str:
+    """Why ``job`` does not fit quota (without reclaiming anyone) or the nodes now; ""
+    when it fits."""
     assert job.demand is not None
     assert job.policy is not None
     if job.quota is not None and admission is not None:
         verdict = admission.check(job.quota)
         if not verdict.fits or verdict.victims:
-            return False
-    return divide(job.demand, fleet, job.policy.rules).placed
+            return verdict.reason or "quota"
+    decision = divide(job.demand, fleet, job.policy.rules)
+    return "" if decision.placed else decision.reason
 
 
 def _decide_one(job: JobView, admission: AdmissionPass | None,
@@ -107,7 +109,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     fleet = [v for v in capacity.values() if v.name not in job.avoid]
     sized = ""
     if job.elastic is not None:  # at the most that fits now, at least its min
-        job, sized = elastic.choose_size(job, lambda j: _fits_now(j, admission, fleet))
+        job, sized = elastic.choose_size(job, lambda j: _short(j, admission, fleet))
     demand, policy = job.demand, job.policy
     assert demand is not None
     assert policy is not None

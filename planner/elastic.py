@@ -45,25 +45,29 @@ def sized(job: JobView, n: int) -> JobView:
     return replace(job, demand=demand, quota=quota)
 
 
-def choose_size(job: JobView, fits: Callable[[JobView], bool]) -> tuple[JobView, str]:
-    """The largest size in ``min..max`` that ``fits`` (quota and nodes now) and why; at its
-    min with no reason when nothing fits (it waits, or preempts, for its min)."""
+def choose_size(job: JobView, short: Callable[[JobView], str]) -> tuple[JobView, str]:
+    """The largest size in ``min..max`` that fits (``short`` says why a size does not fit
+    the quota or the nodes now, "" when it fits) and why; at its min with no reason when
+    nothing fits (it waits, or preempts, for its min)."""
     e = job.elastic
     assert e is not None
-    if fits(at_max := sized(job, e.max)):
+    if not short(at_max := sized(job, e.max)):
         return at_max, ""
     low, high = e.min, e.max - 1
-    if not fits(sized(job, low)):
+    if short(sized(job, low)):
         return sized(job, low), ""
+    why = ""
     while low < high:  # fitting is monotone in the count: fewer replicas never fit worse
         mid = (low + high + 1) // 2
-        if fits(sized(job, mid)):
+        reason = short(sized(job, mid))
+        if not reason:
             low = mid
         else:
-            high = mid - 1
+            high, why = mid - 1, reason
+    why = why or short(sized(job, low + 1))
     return sized(job, low), (f"elastic: admitted with {low} of {e.min}..{e.max} "
-                             f"{e.role.lower()} replicas ({low + 1} do not fit now); it grows "
-                             "as capacity frees")
+                             f"{e.role.lower()} replicas ({low + 1} do not fit now: {why}); "
+                             "it grows as capacity frees")
 
 
 def last_share(shares: Sequence[ClusterShare], role: str) -> int | None:

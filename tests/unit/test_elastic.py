@@ -72,7 +72,8 @@ def test_an_elastic_job_is_admitted_at_what_fits_not_held_for_its_max() -> None:
     plan = plan_pass(view(elastic_waiting("e", 2, 6), clusters=(nodes("a", 2, 1),)))
     [bind] = plan.binds
     assert bind.shares[0].replicas == (("Worker", 3),)
-    assert "admitted with 3 of 2..6 worker replicas (4 do not fit now)" in bind.sized
+    assert "admitted with 3 of 2..6 worker replicas (4 do not fit now: a: short of " \
+        "nvidia.com/gpu 1 in total)" in bind.sized
     assert bind.reason.startswith("Binding has been scheduled successfully")  # unchanged
     assert [r for _, spent in bind.spent for r in spent] == [gpus(1)] * 3
 
@@ -94,6 +95,8 @@ def test_an_elastic_job_is_admitted_at_what_its_quota_leaves() -> None:
     [bind] = plan.binds
     assert bind.shares[0].replicas == (("Worker", 3),)
     assert bind.admitted_by == "root/team"
+    assert "(4 do not fit now: quota root/team: nvidia.com/gpu used 0 + requested 4 > max 3)" \
+        in bind.sized
     assert plan.queues is not None
     assert plan.queues.usage["root/team"][GPU] == 3
 
