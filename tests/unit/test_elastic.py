@@ -347,3 +347,21 @@ def test_plans_with_elastic_victims_fit_the_preemptor_and_spare_the_higher(
         possible = [s for j in jobs if j.elastic is not None and may_preempt(p, j, limits)
                     and (s := shrunk(j, j.elastic.min)) is not None]
         assert not possible or not fits(p, possible, clusters, limits)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 4)), min_size=1, max_size=4),
+       st.lists(st.integers(0, 8), min_size=1, max_size=4))
+def test_growth_never_passes_a_max_nor_spends_a_gpu_twice(
+        jobs: list[tuple[int, int]], free: list[int]) -> None:
+    """Elastic jobs at ``size`` with ``room`` to their max, on one member's nodes."""
+    views = [elastic_bound(f"e{i}", size, 1, size + room) for i, (size, room) in enumerate(jobs)]
+    grows = [i for i in plan_pass(view(*views, clusters=(nodes("a", *free),))).intents
+             if isinstance(i, Grow)]
+    by_job = {v.key: v for v in views}
+    for grow in grows:
+        elastic = by_job[grow.job].elastic
+        assert elastic is not None
+        assert grow.before < grow.after <= elastic.max
+    assert sum(g.after - g.before for g in grows) == min(
+        sum(free), sum(room for _, room in jobs))  # 1-GPU workers: every free GPU or all room
