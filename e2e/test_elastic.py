@@ -30,6 +30,9 @@ Body = dict[str, Any]
 NAMESPACE = "elastic"
 GPU = "nvidia.com/gpu"
 WORKER_GPUS = 2
+# Above what jobs other modules may leave waiting (priority 0 at most): a job of at least its
+# priority waiting for capacity holds an elastic job's growth back.
+ELASTIC_CLASS, ELASTIC_PRIORITY = "fleet-e2e-elastic", 50
 TREE = {
     "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
     "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
@@ -45,6 +48,12 @@ def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
     """Namespace ``elastic``: a quota leaf of 8 GPUs, jobs queued for quota; the fleet idle
     (the job grows on the member it runs on: another module's gang there would stop it)."""
     priority_classes(hub)
+    if hub.get_or_none(r.PRIORITYCLASSES, ELASTIC_CLASS) is None:
+        hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
+                                       "kind": "PriorityClass",
+                                       "metadata": {"name": ELASTIC_CLASS},
+                                       "value": ELASTIC_PRIORITY,
+                                       "description": "fleet e2e: elastic jobs"})
     idle_fleet(hub)
     if hub.get_or_none(r.NAMESPACES, NAMESPACE) is None:
         hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -73,7 +82,7 @@ def elastic_job(name: str, low: int, high: int) -> Body:
     job = seed_pytorchjob(name, NAMESPACE, run_for="1h", gpus=WORKER_GPUS, workers=high,
                           master=False)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
-        "priorityClassName"] = "fleet-e2e-test"
+        "priorityClassName"] = ELASTIC_CLASS
     job["spec"]["elasticPolicy"] = {"minReplicas": low, "maxReplicas": high,
                                     "rdzvId": "e2e", "maxRestarts": 3}
     return job
@@ -165,7 +174,8 @@ def test_an_elastic_job_is_admitted_at_min_grows_and_shrinks_instead_of_dying(
     # gives back two workers instead of being evicted.
     prod = hub.create(r.PYTORCHJOBS, plain_job("prod", "fleet-e2e-prod", 4))
     shrunk = resized(hub, job, "shrunk 4→2 worker replicas")
-    assert "preempted by PyTorchJob/elastic/prod (priority 100 > 0)" in shrunk["message"]
+    assert f"preempted by PyTorchJob/elastic/prod (priority 100 > {ELASTIC_PRIORITY})" in \
+        shrunk["message"]
     decided = _stamp(shrunk)
     hub_state(hub, prod, "Running", timeout=120)
     print(f"elastic shrunk 4->2 for a prod job: decision -> preemptor Running "
