@@ -12,6 +12,7 @@ from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requ
 from planner.preempting import PreemptionPass
 from planner.view import Hold, JobView, PassView, Stage
 from propagation.binding import binding_message
+from propagation.clusters import filter_clusters
 from propagation.division import divide, with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass
@@ -74,14 +75,22 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
 def _grow(view: PassView, capacity: dict[str, ClusterView], admission: AdmissionPass | None,
           waits: Mapping[str, Wait], candidates: Sequence[JobView]) -> list[Intent]:
     """Bound elastic jobs below their max grow into what the waiting jobs left, unless a job
-    of at least their priority still waits for capacity or quota."""
+    of at least their priority waits for the nodes or the quota growing them would take."""
     bound = [j for j in view.jobs if j.elastic is not None and j.stage is Stage.BOUND]
     if not bound:
         return []
-    held = [-c.order[0] for c in candidates if c.key in waits
-            and waits[c.key].reason in elastic.WAITING_FOR_CAPACITY]
-    return list(elastic.grow(bound, capacity, elastic.QuotaRoom(admission),
-                             max(held) if held else None))
+    waiting = []
+    for c in candidates:
+        why = waits.get(c.key)
+        if why is None or c.policy is None:
+            continue
+        if why.reason in elastic.WAITING_FOR_NODES:
+            eligible = filter_clusters(list(capacity.values()), c.policy.rules.affinity,
+                                       c.policy.rules.tolerations).eligible
+            waiting.append(elastic.Waiting(-c.order[0], frozenset(v.name for v in eligible)))
+        elif why.reason in elastic.WAITING_FOR_QUOTA:
+            waiting.append(elastic.Waiting(-c.order[0], quota=True))
+    return list(elastic.grow(bound, capacity, elastic.QuotaRoom(admission), waiting))
 
 
 def _short(job: JobView, admission: AdmissionPass | None,

@@ -10,7 +10,7 @@ that run keep their names (torchrun's elastic agents re-rendezvous; no pod is re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from planner.intents import Grow
 from planner.view import Elastic, JobView, Stage
@@ -20,10 +20,29 @@ from propagation.views import ClusterView, JobDemand, PlacementRules
 from quota.engine import AdmissionPass
 from quota.tree import walk
 
-# A waiting job of at least this job's priority that waits for one of these reasons holds
-# growth back: spare capacity goes to whoever waits before it goes to an elastic job's extra
-# replicas.
-WAITING_FOR_CAPACITY = ("Unschedulable", "QuotaExceeded", "Preempting", "Reclaiming")
+# A job of at least an elastic job's priority that waits for one of these reasons holds its
+# growth back: spare capacity goes to whoever waits before it goes to extra replicas. One
+# waiting for nodes holds back growth on the members it may use; one waiting for quota, the
+# growth of jobs that hold quota.
+WAITING_FOR_NODES = ("Unschedulable", "Preempting")
+WAITING_FOR_QUOTA = ("QuotaExceeded", "Reclaiming")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job that waits for capacity or quota, as growth sees it."""
+
+    priority: int
+    clusters: frozenset[str] = frozenset()  # waiting for nodes: the members it may use
+    quota: bool = False  # waiting for quota
+
+
+def holds_back(waiting: Sequence[Waiting], job: JobView, cluster: str) -> bool:
+    """Whether a job of at least ``job``'s priority waits for what growing ``job`` on
+    ``cluster`` would take."""
+    return any(w.priority >= job.priority and (cluster in w.clusters
+                                               or (w.quota and job.quota is not None))
+               for w in waiting)
 RUNNING = "Running"
 
 
@@ -155,15 +174,13 @@ class QuotaRoom:
 
 
 def grow(jobs: Sequence[JobView], capacity: dict[str, ClusterView], room: QuotaRoom,
-         held_back_at: int | None) -> list[Grow]:
+         waiting: Sequence[Waiting] = ()) -> list[Grow]:
     """Grow the bound elastic jobs that run below their max, in decision order, with the
-    capacity and quota this pass left; none of priority ``held_back_at`` or below (a job of
-    that priority waits for capacity). Each grow takes its capacity before the next."""
+    capacity and quota this pass left, unless a ``waiting`` job holds them back. Each grow
+    takes its capacity before the next."""
     out = []
     for job in sorted((j for j in jobs if _growable(j)), key=lambda j: j.order):
-        if held_back_at is not None and job.priority <= held_back_at:
-            continue
-        intent = _grow_one(job, capacity, room)
+        intent = _grow_one(job, capacity, room, waiting)
         if intent is not None:
             out.append(intent)
             for cluster, requests in intent.spent:
@@ -181,8 +198,8 @@ def _growable(job: JobView) -> bool:
             and all(w.state == RUNNING and not w.deleting for w in job.works))
 
 
-def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom
-              ) -> Grow | None:
+def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom,
+              waiting: Sequence[Waiting]) -> Grow | None:
     e, demand, policy = job.elastic, job.demand, job.policy
     assert e is not None
     assert demand is not None
@@ -192,7 +209,8 @@ def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom
         return None
     share = job.placement[at]
     cluster = capacity.get(share.cluster)
-    if cluster is None or not cluster.ready or cluster.stale_reason:
+    if cluster is None or not cluster.ready or cluster.stale_reason or \
+            holds_back(waiting, job, share.cluster):
         return None
     role = next(r for r in demand.roles if r.name == e.role)
     rules = PlacementRules(tolerations=policy.rules.tolerations, fit_mode=policy.rules.fit_mode)
@@ -222,4 +240,5 @@ def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom
                 ((share.cluster, tuple(role.request for _ in range(low))),))
 
 
-__all__ = ["Elastic", "QuotaRoom", "choose_size", "count", "grow", "shrunk_shares", "sized"]
+__all__ = ["Elastic", "QuotaRoom", "Waiting", "choose_size", "count", "grow", "shrunk_shares",
+           "sized"]

@@ -16,7 +16,14 @@ from preemption.model import Elasticity, Outcome, Pod, Preemptor, QuotaLimits, R
 from preemption.planner import may_preempt, plan, shrunk
 from propagation.division import ClusterShare
 from propagation.resources import Resources
-from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
+from propagation.views import (
+    Affinity,
+    ClusterView,
+    JobDemand,
+    NodeGroup,
+    PlacementRules,
+    Role,
+)
 from quota.amounts import MAX_JOBS
 from quota.engine import Job
 from quota.tree import QuotaNode
@@ -125,6 +132,11 @@ def test_growth_waits_for_running_replicas_and_for_waiting_jobs_of_its_priority(
     assert not [i for i in intents if isinstance(i, Grow)]
     low = replace(big, priority=-5)  # a lower-priority waiter does not hold it back
     assert [i for i in plan_pass(view(running_job, low, clusters=room)).intents
+            if isinstance(i, Grow)]
+    elsewhere = replace(big, policy=PolicyView("p", PlacementRules(
+        affinity=Affinity(cluster_names=("b",)))))  # waits for member b only
+    assert [i for i in plan_pass(view(running_job, elsewhere,
+                                      clusters=(*room, nodes("b", 1)))).intents
             if isinstance(i, Grow)]
 
 
@@ -365,3 +377,22 @@ def test_growth_never_passes_a_max_nor_spends_a_gpu_twice(
         assert grow.before < grow.after <= elastic.max
     assert sum(g.after - g.before for g in grows) == min(
         sum(free), sum(room for _, room in jobs))  # 1-GPU workers: every free GPU or all room
+
+
+def test_a_job_waiting_for_quota_holds_back_the_growth_of_jobs_holding_quota() -> None:
+    from planner.view import QuotaView
+    from quota.engine import Holding
+    root = QuotaNode("root", max={GPU: 8}, children=(
+        QuotaNode("team", max={GPU: 3}, namespaces=("ns",)),))
+    running_job = elastic_bound("e", 1, 1, 3)
+    running_job = replace(running_job, quota=Job(running_job.key, "ns", {GPU: 1}, 0, "t"))
+    tree = QuotaView(root, (Holding(running_job.quota, "t"),))
+    grows = [i for i in plan_pass(view(running_job, clusters=(nodes("a", 8),),
+                                       quota=tree)).intents if isinstance(i, Grow)]
+    assert [(g.before, g.after) for g in grows] == [(1, 3)]  # up to the team's max of 3
+    queued = replace(elastic_waiting("w", 4, 4), elastic=None,
+                     policy=replace(POLICY, queues=True))
+    queued = replace(queued, quota=Job(queued.key, "ns", {GPU: 4}, 0, queued.created))
+    plan_ = plan_pass(view(running_job, queued, clusters=(nodes("a", 8),), quota=tree))
+    assert [w.reason for w in plan_.waits] == ["QuotaExceeded"]
+    assert not [i for i in plan_.intents if isinstance(i, Grow)]
