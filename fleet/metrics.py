@@ -91,6 +91,8 @@ QUOTA_BORROWED = Gauge("fleet_quota_borrowed",
                        "Quota used at a tree node beyond its min, canonical units",
                        ["queue", "resource"])
 PREEMPTIONS = Counter("fleet_preemptions_total", "Jobs preempted, by reason", ["reason"])
+RESIZES = Counter("fleet_elastic_resizes_total", "Elastic jobs grown or shrunk in place",
+                  ["direction"])
 
 # -- failover -----------------------------------------------------------------------------
 FAILOVERS = Counter("fleet_failovers_total", "Jobs moved off a lost or unhealthy member",
@@ -112,6 +114,9 @@ for _reason in ("cluster_lost", "unschedulable"):
     FAILOVERS.labels(_reason)
 PREEMPTIONS.labels("reclaim")
 PREEMPTIONS.labels("priority")
+PREEMPTIONS.labels("shrink")
+RESIZES.labels("grow")
+RESIZES.labels("shrink")
 
 
 def set_quota(queue: str, nominal: Mapping[str, int], maximum: Mapping[str, int],

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from planner import elastic
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
-from planner.view import Hold, JobView, PassView
+from planner.view import Hold, JobView, PassView, Stage
 from propagation.binding import binding_message
+from propagation.clusters import filter_clusters
 from propagation.division import divide, with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass
@@ -61,12 +63,48 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
         else:
             waits[job.key] = why
             misses += why.reason != "Reclaiming"
+    out += _grow(view, capacity, admission, waits, candidates)
     if admission is not None:
         out.append(_queues(admission, waits))
     out += waits.values()
     if preempting is None:
         return Decided(out)
     return Decided(out, preempting.holds, preempting.retry_at)
+
+
+def _grow(view: PassView, capacity: dict[str, ClusterView], admission: AdmissionPass | None,
+          waits: Mapping[str, Wait], candidates: Sequence[JobView]) -> list[Intent]:
+    """Bound elastic jobs below their max grow into what the waiting jobs left, unless a job
+    of at least their priority waits for the nodes or the quota growing them would take."""
+    bound = [j for j in view.jobs if j.elastic is not None and j.stage is Stage.BOUND]
+    if not bound:
+        return []
+    waiting = []
+    for c in candidates:
+        why = waits.get(c.key)
+        if why is None or c.policy is None:
+            continue
+        if why.reason in elastic.WAITING_FOR_NODES:
+            eligible = filter_clusters(list(capacity.values()), c.policy.rules.affinity,
+                                       c.policy.rules.tolerations).eligible
+            waiting.append(elastic.Waiting(-c.order[0], frozenset(v.name for v in eligible)))
+        elif why.reason in elastic.WAITING_FOR_QUOTA:
+            waiting.append(elastic.Waiting(-c.order[0], quota=True))
+    return list(elastic.grow(bound, capacity, elastic.QuotaRoom(admission), waiting))
+
+
+def _short(job: JobView, admission: AdmissionPass | None,
+           fleet: Sequence[ClusterView]) -> str:
+    """Why ``job`` does not fit quota (without reclaiming anyone) or the nodes now; ""
+    when it fits."""
+    assert job.demand is not None
+    assert job.policy is not None
+    if job.quota is not None and admission is not None:
+        verdict = admission.check(job.quota)
+        if not verdict.fits or verdict.victims:
+            return verdict.reason or "quota"
+    decision = divide(job.demand, fleet, job.policy.rules)
+    return "" if decision.placed else decision.reason
 
 
 def _decide_one(job: JobView, admission: AdmissionPass | None,
@@ -78,6 +116,12 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     assert job.policy is not None
     out: list[Intent] = []
     fleet = [v for v in capacity.values() if v.name not in job.avoid]
+    sized = ""
+    if job.elastic is not None:  # at the most that fits now, at least its min
+        job, sized = elastic.choose_size(job, lambda j: _short(j, admission, fleet))
+    demand, policy = job.demand, job.policy
+    assert demand is not None
+    assert policy is not None
 
     def preempt_or(why: Wait) -> tuple[list[Intent], Wait | None]:
         if preempting is None:
@@ -103,12 +147,12 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
             return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
-    decision = divide(job.demand, fleet, job.policy.rules)
+    decision = divide(demand, fleet, policy.rules)
     if not decision.placed:
         if admission is not None and job.quota is not None:
             admission.wait(job.quota)
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
-    spent = share_requests(job.demand, decision)
+    spent = share_requests(demand, decision)
     domains = {share.cluster: share.domains for share in decision.shares}
     for cluster, requests in spent:  # taken now: the next decision sees it spent
         capacity[cluster] = with_assumed(capacity[cluster], requests, domains[cluster])
@@ -119,10 +163,10 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         admission.admit(job.quota, view.now_text)
         leaf = admission.leaf(job.quota)
         admitted_at, admitted_by = view.now_text, leaf.key if leaf else "?"
-    failover = job.policy.failover
+    failover = policy.failover
     out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    job.policy.propagate_deps))
+                    policy.propagate_deps, sized))
     return out, None
 
 

@@ -29,6 +29,7 @@ class Bind:
     purge_mode: str = ""  # the policy's failover purge mode, carried on the job
     spent: tuple[tuple[str, tuple[Resources, ...]], ...] = ()  # per cluster, per replica
     propagate_deps: bool = False
+    sized: str = ""  # an elastic job admitted below its max: at what size, and why
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -75,6 +76,39 @@ class Preempt:
     job: str  # the preemptor
     victims: tuple[tuple[str, str], ...]  # victim key, why
     reason: str
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Change an elastic job's replica count in place: its placement becomes ``shares`` and
+    the Works of the clusters whose share changed carry the new count (the placement
+    generation stays: the running replicas are kept, only replicas are added or removed)."""
+
+    job: str
+    role: str
+    before: int  # replicas of ``role`` before and after
+    after: int
+    shares: tuple[ClusterShare, ...]
+    reason: str
+    changed: tuple[str, ...] = ()  # the clusters whose share changed (Works to rewrite)
+    spent: tuple[tuple[str, tuple[Resources, ...]], ...] = ()  # a grow: per cluster, added
+
+    @property
+    def grown(self) -> bool:
+        return self.after > self.before
+
+
+@dataclass(frozen=True)
+class Grow(Resize):
+    """Capacity freed: add replicas to an elastic job that runs below its max."""
+
+
+@dataclass(frozen=True)
+class Shrink(Resize):
+    """Preemption: give back replicas of an elastic job down to (at least) its min instead
+    of evicting it."""
+
+    preemptor: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,8 +175,8 @@ class QueueReport:
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
 
 
-Intent = (Bind | Dispatch | Wait | Requeue | Preempt | FailOver | RemoveWorks | Unbind | Release
-          | Expire | QueueReport)
+Intent = (Bind | Dispatch | Wait | Requeue | Preempt | Grow | Shrink | FailOver | RemoveWorks
+          | Unbind | Release | Expire | QueueReport)
 
 
 def share_requests(demand: JobDemand, decision: Decision

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from planner.intents import Intent, Preempt, Wait, share_requests
+from planner.elastic import shrunk_shares
+from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
 from planner.view import Hold, JobView, PassView, PreemptionView
-from preemption.model import Outcome, Preemptor
+from preemption.model import Outcome, Preemptor, Running
 from preemption.planner import plan as plan_preemption
 from preemption.quota_limits import quota_limits
 from propagation.division import with_assumed
@@ -94,10 +95,25 @@ class PreemptionPass:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
         self.decided = True
-        victims = tuple((v.key, f"preempted by {job.key} (priority {job.priority} > "
-                                f"{v.priority})") for v in planned.victims)
+        why = f"preempted by {job.key} (priority {job.priority} > {{}})"
+        victims = tuple((v.key, why.format(v.priority)) for v in planned.victims
+                        if v.keep is None)
+        shrinks: list[Intent] = [_shrink(v, why.format(v.priority), job.key)
+                                 for v in planned.victims if v.keep is not None]
         self.holds[job.uid] = Hold(share_requests(job.demand, planned.decision),
                                    self.now + p.hold_seconds, planned.reason)
-        return ([Preempt(job.key, victims, planned.reason)],
+        return ([*shrinks, Preempt(job.key, victims, planned.reason)],
                 Wait(job.key, "Preempting", planned.reason))
+
+
+def _shrink(victim: Running, why: str, preemptor: str) -> Shrink:
+    """An elastic victim keeps ``victim.keep`` replicas of its role: its highest go."""
+    e = victim.elastic
+    assert e is not None
+    assert victim.keep is not None
+    shares, changed = shrunk_shares(e.placement, e.role, victim.keep)
+    where = ", ".join(changed)
+    return Shrink(victim.key, e.role, e.size, victim.keep, shares,
+                  f"shrunk {e.size}→{victim.keep} {e.role.lower()} replicas on {where}: {why}",
+                  changed, preemptor=preemptor)
 

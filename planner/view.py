@@ -67,6 +67,17 @@ class WorkView:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """An elastic job (PyTorchJob ``elasticPolicy``): its ``role`` runs with anywhere from
+    ``min`` to ``max`` replicas, so it is admitted at what fits, grown as capacity frees and
+    shrunk rather than evicted when preempted."""
+
+    role: str  # as the kind spells it: "Worker"
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
 class JobView:
     key: str  # "<kind>/<namespace>/<name>"
     uid: str
@@ -87,6 +98,9 @@ class JobView:
     ttl_seconds: int | None = None  # ttlSecondsAfterFinished
     priority: int = 0  # its PriorityClass's value (or T9k's priority), 0 without one
     preempted_by: str = ""  # the job that preempted it, until it is bound again
+    # Elastic: a waiting job's demand asks for ``elastic.max``; a bound one's for what its
+    # placement runs now (and its quota view is set when it holds quota).
+    elastic: Elastic | None = None
 
     @property
     def namespace(self) -> str:

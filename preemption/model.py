@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from propagation.division import Decision
+from propagation.division import ClusterShare, Decision
 from propagation.resources import Resources
 from propagation.views import JobDemand, PlacementRules
 from quota.amounts import Amounts
@@ -19,6 +19,19 @@ class Pod:
     cluster: str
     node: str  # "" when unknown (not bound yet): its capacity is not counted as freed
     request: Resources
+    role: str = ""  # its replica type, lower-case ("worker"); "" when unknown
+    index: int = -1  # its replica index; -1 when unknown (it is never shrunk away)
+
+
+@dataclass(frozen=True)
+class Elasticity:
+    """A running elastic job: ``role`` runs ``size`` replicas now and may run ``min``."""
+
+    role: str  # as the kind spells it: "Worker"
+    min: int
+    size: int
+    placement: tuple[ClusterShare, ...]
+    unit: Amounts = field(default_factory=dict)  # the quota one replica of ``role`` charges
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,10 @@ class Running:
     pods: tuple[Pod, ...]
     charge: Amounts = field(default_factory=dict)  # what it counts against quota
     leaf: str | None = None  # quota leaf it is charged to ("root/a"); None: holds no quota
+    elastic: Elasticity | None = None
+    # A shrink rather than an eviction: the job keeps this many replicas of its elastic
+    # role; ``pods`` and ``charge`` are then only what it gives back.
+    keep: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,5 +86,5 @@ class Outcome(StrEnum):
 class Plan:
     outcome: Outcome
     reason: str
-    victims: tuple[Running, ...] = ()  # in preemption order
+    victims: tuple[Running, ...] = ()  # in preemption order (``keep`` set: shrunk instead)
     decision: Decision | None = None  # where the preemptor goes (once the victims are gone)

@@ -7,6 +7,9 @@ running jobs of the fleet and the quota tree, :func:`plan` says one of three thi
   is preempted (HiveD's lazy preemption, fleet-wide);
 - **Preempt**: these victims, once gone, let every replica of the job fit a node (and its
   quota): fewest victims first, then the lowest priorities, then the youngest;
+- **Preempt** by shrinking: elastic jobs (PyTorchJob ``elasticPolicy``) that may be victims
+  are first asked to give back replicas down to their min; when that is enough, nobody is
+  evicted, and each shrunk job gives back as few replicas as the preemptor needs;
 - **NoPlan**: with every victim it may take gone it would still not fit, or it may not
   preempt at all (an opportunistic job, or one itself just preempted: no cascades).
 
@@ -21,6 +24,7 @@ within another tenant's min is never taken.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from itertools import combinations
 
 from preemption.freed import with_freed
@@ -57,6 +61,9 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
                          and useful(r)), key=victim_order)
     if not candidates:
         return Plan(Outcome.NO_PLAN, "no lower-priority job it may preempt")
+    shrinking = _shrink(preemptor, candidates, clusters, limits, useful)
+    if shrinking is not None:
+        return shrinking
     check = _Check(preemptor, clusters, limits)
     if check(candidates) is None:
         return Plan(Outcome.NO_PLAN, f"it would not fit even with all {len(candidates)} "
@@ -67,6 +74,64 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
     return Plan(Outcome.PREEMPT, f"preempting {len(victims)} lower-priority "
                                  f"job{'s' if len(victims) > 1 else ''} ({names}) lets it fit: "
                                  f"{decision.reason}", victims, decision)
+
+
+def shrunk(job: Running, keep: int) -> Running | None:
+    """``job`` as a shrink to ``keep`` replicas of its elastic role: the pods and quota it
+    gives back (its highest replica indices). None when it cannot shrink that far, or when a
+    pod of its role has no known index (the plan would not know which pods go)."""
+    e = job.elastic
+    if e is None or not e.min <= keep < e.size:
+        return None
+    role = e.role.lower()
+    mine = [p for p in job.pods if p.role == role]
+    if any(p.index < 0 for p in mine):
+        return None
+    given = e.size - keep
+    charge = {name: amount * given for name, amount in e.unit.items()} if job.charge else {}
+    return replace(job, pods=tuple(p for p in mine if p.index >= keep), charge=charge,
+                   keep=keep)
+
+
+def _shrink(preemptor: Preemptor, candidates: Sequence[Running],
+            clusters: Sequence[ClusterView], limits: QuotaLimits,
+            useful: Callable[[Running], bool]) -> Plan | None:
+    """Shrinking elastic jobs first: when shrinking them (each at most to its min) lets the
+    preemptor fit, the fewest shrinks, each giving back as few replicas as it can."""
+    shrinks = [s for c in candidates if c.elastic is not None
+               and (s := shrunk(c, c.elastic.min)) is not None and useful(s)]
+    if not shrinks:
+        return None
+    check = _Check(preemptor, clusters, limits)
+    if check(shrinks) is None:
+        return None
+    victims, _ = _fewest(shrinks, check) or _greedy(shrinks, check)
+    kept = list(victims)
+    for i, victim in enumerate(kept):  # give back no more than needed, in victim order
+        assert victim.elastic is not None
+        assert victim.keep is not None
+        low, high = victim.keep, victim.elastic.size - 1
+        while low < high:
+            mid = (low + high + 1) // 2
+            trial = shrunk(_whole(victim, candidates), mid)
+            fits = check([*kept[:i], trial, *kept[i + 1:]]) if trial is not None else None
+            if fits is not None:
+                low = mid
+            else:
+                high = mid - 1
+        less = shrunk(_whole(victim, candidates), low)
+        assert less is not None
+        kept[i] = less
+    final = check(kept)
+    assert final is not None
+    names = ", ".join(f"{v.key} to {v.keep}" for v in kept)
+    return Plan(Outcome.PREEMPT, f"shrinking {len(kept)} elastic job"
+                                 f"{'s' if len(kept) > 1 else ''} ({names}) lets it fit: "
+                                 f"{final.reason}", tuple(kept), final)
+
+
+def _whole(victim: Running, candidates: Sequence[Running]) -> Running:
+    return next(c for c in candidates if c.key == victim.key)
 
 
 def victim_order(job: Running) -> tuple[int, tuple[int, ...], str]:

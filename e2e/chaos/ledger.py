@@ -48,6 +48,7 @@ from fleet.api.quantity import canonical
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.hub.elastic import placed_demand
 from fleet.kinds import adapter_for
 
 Body = dict[str, Any]
@@ -305,7 +306,8 @@ class Ledger:
                 if job["metadata"]["namespace"] not in namespaces:
                     continue
                 adapter = adapter_for(job["apiVersion"], job["kind"])
-                charge = dict(adapter.demand("", job).total)
+                # what the job runs: an elastic one at its placed size, not its spec's
+                charge = dict(placed_demand(job, adapter.demand("", job)).total)
                 charge[MAX_JOBS] = 1
                 for resource, amount in charge.items():
                     usage[path][resource] = usage[path].get(resource, 0) + amount

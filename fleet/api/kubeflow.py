@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict, JsonValue
 
 from fleet.api import limits
@@ -145,10 +145,30 @@ TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 MPI_TYPES = ("Launcher", "Worker")
 
 
+class RDZVConf(KubeModel):
+    key: str = Field(max_length=limits.MAX_LABEL_VALUE)
+    value: str = Field(default="", max_length=limits.MAX_TEXT)
+
+
 class ElasticPolicy(KubeModel):
+    """torchrun elastic training (the training-operator's ``elasticPolicy``): fleet runs
+    anywhere from minReplicas to maxReplicas workers, admitted at what fits, grown as
+    capacity frees and shrunk instead of evicted when preempted."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        _rule("!has(self.minReplicas) || !has(self.maxReplicas) || "
+              "self.minReplicas <= self.maxReplicas",
+              "spec.elasticPolicy.minReplicas: must not be greater than maxReplicas")]})
+
     min_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
     max_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
     rdzv_backend: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    rdzv_host: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    rdzv_port: int | None = Field(default=None, ge=1, le=65535)
+    rdzv_id: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    rdzv_conf: list[RDZVConf] | None = Field(default=None, max_length=limits.MAX_LABEL_VALUES)
+    standalone: bool | None = None
+    max_restarts: int | None = Field(default=None, ge=0, le=limits.MAX_REPLICAS)
     n_proc_per_node: int | None = Field(default=None, ge=1, le=limits.MAX_SLOTS_PER_WORKER)
 
 

@@ -52,15 +52,20 @@ PREEMPTED_BY = f"{GROUP}/preempted-by"
 # a condition naming the annotation.
 TOPOLOGY_REQUIRED = f"{GROUP}/podset-required-topology"
 TOPOLOGY_PREFERRED = f"{GROUP}/podset-preferred-topology"
+# An elastic job's last resize (grown or shrunk in place): {"reason", "message", "time"}.
+RESIZED = f"{GROUP}/resized"
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
-            PREEMPTED_BY)
+            PREEMPTED_BY, RESIZED)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's
 # objects off the member (the hub drops it itself for a member it has lost).
 AGENT_FINALIZER = f"{GROUP}/agent"
 JOB_GENERATION = f"{GROUP}/job-generation"  # the hub job's spec generation the Work renders
+# When the Work's share was last resized (an elastic job): until its agent reports the share
+# bound after that, the hub counts the share as not yet in the member's capacity report.
+RESIZED_AT = f"{GROUP}/resized-at"
 EVICT_AFTER = f"{GROUP}/evict-after"  # detached from the placement; deleted at this time
 JOB_UID = f"{GROUP}/job-uid"  # label: the hub job's uid (on Works, member copies and pods)
 

@@ -23,7 +23,7 @@ from propagation.division import with_assumed
 from propagation.resources import Resources
 from propagation.views import ClusterView
 
-# (Work uid, per-replica requests, the topology domains its share keeps to)
+# ("<Work uid>/<generation>", per-replica requests, the topology domains its share keeps to)
 Share = tuple[str, list[Resources], tuple[tuple[tuple[str, str], ...], ...]]
 
 
@@ -53,7 +53,10 @@ def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
         if (cluster, work["metadata"]["name"]) in held:
             continue
         bound, seen = parse_time(protocol.bound_time(work)), observed.get(cluster)
-        if bound is not None and seen is not None and seen >= bound:
+        resized = parse_time((work["metadata"].get("annotations") or {}).get(
+            protocol.RESIZED_AT))
+        if bound is not None and seen is not None and seen >= bound and (
+                resized is None or bound >= resized):  # a resized share: bound again since
             continue
         out.setdefault(cluster, []).append(work)
     return out
@@ -87,7 +90,8 @@ class AssumedCapacity:
         key = (meta["uid"], meta.get("generation", 0))
         if key not in self._requests:
             self._requests[key] = share_requests(work)
-        return meta["uid"], self._requests[key], protocol.share_domains(work["spec"]["placement"])
+        return (f"{meta['uid']}/{key[1]}", self._requests[key],  # a resized Work: new key
+                protocol.share_domains(work["spec"]["placement"]))
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
         uids = tuple(uid for uid, _, _ in shares)

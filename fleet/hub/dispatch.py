@@ -84,6 +84,34 @@ class Dispatcher:
             return False
         return True
 
+    def resize(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
+               clusters: Sequence[str], mark: str) -> Body | None:
+        """Record an elastic job's new placement under the same placement generation (its
+        running replicas stay); None when the job changed since it was read."""
+        meta = job["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {
+            p.PLACEMENT: placement, p.CLUSTERS: ",".join(clusters), p.RESIZED: mark}}}
+        try:
+            return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
+        except (errors.Conflict, errors.NotFound):
+            return None
+
+    def resize_work(self, work: Mapping[str, Any], manifest: Body, share: Mapping[str, Any],
+                    now: str) -> Body | None:
+        """Give a Work its share's new replica count (and the manifest rendering it)."""
+        meta, placed = work["metadata"], work["spec"]["placement"]
+        replicas = {**dict.fromkeys(placed.get("replicas") or {}), **share["replicas"]}
+        offsets = {**dict.fromkeys(placed.get("offsets") or {}), **share["offsets"]}
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "annotations": {p.RESIZED_AT: now}},
+                 "spec": {"placement": {"replicas": replicas, "offsets": offsets,
+                                        "nodes": list(share.get("nodes") or [])},
+                          "manifests": [manifest, *work["spec"]["manifests"][1:]]}}
+        try:
+            return self.kube.patch(r.WORKS, meta["name"], patch, meta["namespace"])
+        except (errors.NotFound, errors.Conflict):
+            return None
+
     def publish_queue(self, queue: Mapping[str, Any],
                       known: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
         """Create or update one Queue: spec by apply, status only when it changed."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache
-from fleet.hub.dispatch import Dispatcher
+from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.kinds.base import InvalidJob, KindAdapter
 
 _VOLATILE = {"lastReconcileTime"}
@@ -26,6 +27,7 @@ def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
     """Carry a spec change of a bound job to its Works. A change of replica counts is not
     carried: the job was divided for the counts it had, so it would need a new placement
     (an event says so)."""
+    follow_resize(dispatcher, cache, job, adapter, placement, works)
     stale = [wk for wk in works if w.outdated(job, wk)
              and not wk["metadata"].get("deletionTimestamp")]
     if not stale:
@@ -37,6 +39,9 @@ def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
     generation = str(job["metadata"].get("generation", 1))
     try:
         wanted = {r.name: r.replicas for r in adapter.roles(job)}
+        elastic = el.elastic_of(job)
+        if elastic is not None and elastic.min <= placed.get(elastic.role, 0) <= elastic.max:
+            wanted[elastic.role] = placed[elastic.role]  # the hub sizes an elastic job
     except InvalidJob as exc:  # changed beyond the bounds (under an older CRD)
         refusal = f"{exc}; the job keeps running as divided ({placed})"
     else:
@@ -61,13 +66,38 @@ def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
             cache.upsert("works", updated)
 
 
+def follow_resize(dispatcher: Dispatcher, cache: Cache | None, job: Body,
+                  adapter: KindAdapter, placement: list[dict[str, Any]],
+                  works: Sequence[Body], now: str = "") -> None:
+    """An elastic job's Works carry its placement's replica counts: a Work whose share was
+    resized (or whose rewrite failed, or whose hub died in between) is rewritten, and the
+    Work of a share a shrink removed goes."""
+    if el.elastic_of_or_none(job) is None:
+        return
+    shares = {s["cluster"]: s for s in placement}
+    for work in works:
+        if work["metadata"].get("deletionTimestamp"):
+            continue
+        share = shares.get(work["spec"]["placement"]["cluster"])
+        if share is None:
+            dispatcher.delete_work(work)
+            continue
+        if dict(work["spec"]["placement"].get("replicas") or {}) == share["replicas"]:
+            continue
+        manifest = w.member_manifest(job, adapter, share, placement, work["metadata"]["name"])
+        updated = dispatcher.resize_work(work, manifest, share, now or now_text())
+        if updated is not None and cache is not None:
+            cache.upsert("works", updated)
+
+
 def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdapter,
               works: Sequence[Body], stamp: str) -> None:
     """The job's status from its Works' reports, written when it changed; a member failure
     is also said once in an event."""
     current = job.get("status") or {}
     failure = mf.replica_failure(works)
-    status = mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure)
+    status = el.with_resized(
+        mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure), job)
     status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
     if differs(current, status):

@@ -17,6 +17,7 @@ from typing import Any
 
 from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
+from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
@@ -25,6 +26,7 @@ from fleet.hub.cache import EVICTING, Body, Snapshot
 from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
+from planner.elastic import count, with_count
 from planner.view import (
     FailoverSettings,
     Hold,
@@ -37,7 +39,6 @@ from planner.view import (
     WorkView,
 )
 from preemption.model import Running
-from propagation.division import ClusterShare
 from propagation.matching import PolicyRef, governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand
@@ -125,13 +126,6 @@ def work_view(work: Body) -> WorkView:
     )
 
 
-def placement_of(job: Body) -> tuple[ClusterShare, ...]:
-    return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
-                              tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
-                              bool(s.get("copy")), w.share_domains(s))
-                 for s in w.decode_placement(job))
-
-
 def lost_since(snap: Snapshot) -> dict[str, float]:
     """When each member stopped being usable: its Ready condition turning False, or its
     agent's last heartbeat."""
@@ -187,6 +181,10 @@ class ViewBuilder:
             raise found
         return found
 
+    def placed_demand(self, job: Mapping[str, Any]) -> JobDemand:
+        """What a bound job holds: an elastic one at the size its placement runs now."""
+        return el.placed_demand(job, self.demand(job))
+
     def policy(self, body: Body) -> PolicyView:
         """A policy parsed once per version rather than for every job on every pass."""
         meta = body["metadata"]
@@ -217,8 +215,9 @@ class ViewBuilder:
             except Exception as exc:  # one job's problem never stops the others
                 failed(job, exc)
         by_name = {c.name: c for c in clusters}
-        waiting = any(v.stage is Stage.WAITING for v in views)
-        # Most passes (a status arrived) have nothing to place: assumed capacity only then.
+        waiting = any(v.stage is Stage.WAITING or _may_grow(v) for v in views)
+        # Most passes (a status arrived) have nothing to place or grow: assumed capacity
+        # only then.
         capacity = self._assumed.views(clusters, snap, inflight) if waiting else {}
         quota = self.quota_view(snap, classes)
         preemption = self.preemption_view(snap, now.timestamp(), views, classes, quota,
@@ -239,7 +238,7 @@ class ViewBuilder:
         running: tuple[Running, ...] = ()
         if planning:
             leaves = leaves_by_namespace(quota.root) if quota is not None else {}
-            running = tuple(pv.running_jobs(snap, classes, leaves, self.demand))
+            running = tuple(pv.running_jobs(snap, classes, leaves, self.placed_demand))
         return PreemptionView(running, floor, holds, retry_at, PREEMPTION_PLANS_PER_PASS,
                               PREEMPTION_HOLD_SECONDS, PREEMPTION_RETRY_SECONDS)
 
@@ -262,21 +261,40 @@ class ViewBuilder:
         if stage is Stage.BOUND:
             ttl = adapter.ttl(job) if finished else None
             done = seconds((job.get("status") or {}).get("completionTime"))
-            return replace(view, placement=placement_of(job),
-                            policy=self._governing(job, policies, refs),
-                            ttl_seconds=ttl, finished_at=done)
+            view = replace(view, placement=w.placement_of(job),
+                           policy=self._governing(job, policies, refs),
+                           ttl_seconds=ttl, finished_at=done)
+            return view if finished else self._elastic_bound(view, job, classes)
         if stage is not Stage.WAITING:
             return view
         try:
             demand = self.demand(job)
+            elastic = el.elastic_of(job)
         except InvalidJob as exc:  # checked before any quota or capacity is counted
             return replace(view, invalid=str(exc))
+        if elastic is not None:  # asks for its max; the planner sizes it to what fits
+            demand = with_count(demand, elastic.role, elastic.max)
+            view = replace(view, elastic=elastic)
         policy = self._governing(job, policies, refs)
         quota = q.as_quota_job(job, classes, demand) if policy and policy.queues else None
         avoid = {wk.cluster for wk in view.evicting} | {
             name for name in (annotations.get(w.FAILOVER_AVOID) or "").split(",") if name}
         return replace(view, demand=demand, policy=policy, quota=quota,
                         avoid=tuple(sorted(avoid)))
+
+    def _elastic_bound(self, view: JobView, job: Body, classes: Mapping[str, int]) -> JobView:
+        """A running elastic job: its range, its demand at its placed size, and its quota
+        view when it holds quota (growing it is charged there)."""
+        try:
+            elastic = el.elastic_of(job)
+            if elastic is None:
+                return view
+            demand = self.placed_demand(job)
+        except InvalidJob:
+            return view
+        held = q.ADMITTED_AT in (job["metadata"].get("annotations") or {})
+        return replace(view, elastic=elastic, demand=demand,
+                       quota=q.as_quota_job(job, classes, demand) if held else None)
 
     def _governing(self, job: Body, policies: Mapping[tuple[str, str], Body],
                    refs: Sequence[PolicyRef]) -> PolicyView | None:
@@ -288,8 +306,14 @@ class ViewBuilder:
         if tree is None:
             return None
         names = queue_names(p.path for p in walk(tree[1]))
-        return QuotaView(tree[1], tuple(q.holdings(snap, classes, self.demand)),
+        return QuotaView(tree[1], tuple(q.holdings(snap, classes, self.placed_demand)),
                          q.queue_policies(snap, names), self.starvation_bound)
+
+
+def _may_grow(view: JobView) -> bool:
+    """A running elastic job below its max (the pass needs capacity to grow it)."""
+    return view.elastic is not None and view.stage is Stage.BOUND and view.demand is not None \
+        and count(view.demand, view.elastic.role) < view.elastic.max
 
 
 def creation_order(job: Mapping[str, Any]) -> tuple[str, str, str]:

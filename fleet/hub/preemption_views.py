@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fleet.hub import elastic as el
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter, condition
-from preemption.model import Pod, Running
+from preemption.model import Elasticity, Pod, Running
 from propagation.resources import Resources
 from propagation.views import JobDemand
 from quota.priority import is_opportunistic
@@ -55,8 +56,24 @@ def running_jobs(snap: Snapshot, classes: Mapping[str, int],
             quota_job.key, meta["namespace"], quota_job.priority,
             admitted or meta.get("creationTimestamp", ""),
             tuple(_pods(snap.works_of(meta["uid"]), adapter)),
-            quota_job.charge if holds else {}, leaf.key if holds and leaf else None))
+            quota_job.charge if holds else {}, leaf.key if holds and leaf else None,
+            _elasticity(job, demand_of(job))))
     return out
+
+
+def _elasticity(job: Mapping[str, Any], demand: JobDemand) -> Elasticity | None:
+    """A running elastic job that may shrink: its range, size and placement."""
+    try:
+        found = el.elastic_of(job)
+    except InvalidJob:
+        return None
+    if found is None:
+        return None
+    role = next((r for r in demand.roles if r.name == found.role), None)
+    size = el.placed_count(job, found.role)
+    if role is None or size <= found.min:
+        return None
+    return Elasticity(found.role, found.min, size, w.placement_of(job), dict(role.request))
 
 
 def _pods(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]:
@@ -74,10 +91,23 @@ def _pods(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]
         for pod in (work.get("status") or {}).get("pods") or []:
             if pod.get("phase") in TERMINATED:
                 continue
-            request = _request(requests, str(pod.get("role") or ""))
+            role = str(pod.get("role") or "")
+            request = _request(requests, role)
             if request is not None:
-                out.append(Pod(cluster, str(pod.get("node") or ""), request))
+                out.append(Pod(cluster, str(pod.get("node") or ""), request, role.lower(),
+                               _index(pod)))
     return out
+
+
+def _index(pod: Mapping[str, Any]) -> int:
+    """The replica index a pod summary's labels carry; -1 when none does."""
+    for key, value in (pod.get("labels") or {}).items():
+        if key.endswith("/replica-index"):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return -1
+    return -1
 
 
 def _request(requests: Mapping[str, Resources], role: str) -> Resources | None:

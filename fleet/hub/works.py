@@ -18,6 +18,7 @@ from fleet.api.protocol import (
     PLACEMENT,
     PREEMPTED_BY,
     PURGE_MODE,
+    RESIZED,
     TOPOLOGY_PREFERRED,
     TOPOLOGY_REQUIRED,
     decode_placement,
@@ -27,18 +28,28 @@ from fleet.api.protocol import (
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
+from propagation.division import ClusterShare
 
 Body = dict[str, Any]
 
 # The protocol's names the hub's modules reach through this one (``w.PLACEMENT``).
 __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GENERATION",
-           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "TOPOLOGY_PREFERRED",
-           "TOPOLOGY_REQUIRED", "decode_placement", "encode_placement", "member_manifest",
-           "outdated", "placement_dicts", "share_domains", "work_body", "work_name"]
+           "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "RESIZED",
+           "TOPOLOGY_PREFERRED", "TOPOLOGY_REQUIRED", "decode_placement",
+           "encode_placement", "member_manifest", "outdated", "placement_dicts",
+           "placement_of", "share_domains", "work_body", "work_name"]
 # What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
 HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 
 MAX_NAME = 253
+
+
+def placement_of(job: Mapping[str, Any]) -> tuple[ClusterShare, ...]:
+    """A bound job's placement as the planner's shares (() for a job not bound)."""
+    return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
+                              tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
+                              bool(s.get("copy")), share_domains(s))
+                 for s in decode_placement(job))
 
 
 def work_name(job: Mapping[str, Any]) -> str:

@@ -20,11 +20,13 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec
 
 from fleet import metrics
+from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.mirror import follow_resize
 from fleet.hub.pass_view import leaf_queue_names, work_key
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
@@ -34,12 +36,15 @@ from planner.intents import (
     Dispatch,
     Expire,
     FailOver,
+    Grow,
     Intent,
     Preempt,
     QueueReport,
     Release,
     RemoveWorks,
     Requeue,
+    Resize,
+    Shrink,
     Unbind,
     Wait,
 )
@@ -147,6 +152,8 @@ class Writer:
                 self.preempt(intent, job, adapter, ctx)
             case Preempt():
                 self.preempt_for(intent, job, ctx)
+            case Grow() | Shrink():
+                self.resize(intent, job, adapter, ctx)
             case FailOver():
                 self.fail_over(intent, job, adapter, ctx)
             case RemoveWorks():
@@ -187,6 +194,8 @@ class Writer:
                 w.FAILOVER_SINCE: None,
                 w.FAILOVER_AVOID: None,
                 w.PREEMPTED_BY: None,
+                w.RESIZED: el.resized_mark("Sized", bind.sized, now_text()) if bind.sized
+                else None,
             }
             shares = w.placement_dicts(bind.shares)
             bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),
@@ -216,6 +225,8 @@ class Writer:
             if bind.admitted_by:
                 self.dispatcher.event(bound, "Admitted", f"admitted by quota {bind.admitted_by}")
                 metrics.ADMISSIONS.inc()
+            if bind.sized:
+                self.dispatcher.event(bound, "Resized", bind.sized)
             self.dispatcher.event(bound, "ScheduleBindingSucceed", bind.reason)
             self.write_status(bound, adapter, adapter.bound_status(
                 bound.get("status"), list(bind.clusters), bind.reason, now_text()))
@@ -275,6 +286,28 @@ class Writer:
                 self.dispatcher.event(victim, "Preempted", reason, "Warning")
                 log.info("preempted %s for %s", key, intent.job)
         self.dispatcher.event(preemptor, "Preempting", intent.reason)
+
+    def resize(self, intent: Resize, job: Body, adapter: KindAdapter, ctx: PassContext) -> None:
+        """An elastic job grown or shrunk in place: its placement (same generation), then
+        the Works of the clusters whose share changed; an event and its Resized condition
+        say so. A Work not rewritten now is by the status mirror (``follow_resize``)."""
+        grown = intent.grown
+        now = now_text()
+        resized = self.dispatcher.resize(
+            job, adapter, w.encode_placement(intent.shares), [s.cluster for s in intent.shares],
+            el.resized_mark("Grown" if grown else "Shrunk", intent.reason, now))
+        if resized is None:
+            return  # changed under us; the next pass decides again
+        self.cache.upsert("jobs", resized)
+        works = [wk for wk in ctx.snap.works_of(job["metadata"]["uid"])
+                 if wk["spec"]["placement"]["cluster"] in intent.changed]
+        follow_resize(self.dispatcher, self.cache, resized, adapter,
+                      w.placement_dicts(intent.shares), works, now)
+        metrics.RESIZES.labels("grow" if grown else "shrink").inc()
+        self.dispatcher.event(resized, "Resized", intent.reason)
+        if isinstance(intent, Shrink):
+            metrics.PREEMPTIONS.labels("shrink").inc()
+        log.info("resized %s: %s", intent.job, intent.reason)
 
     def fail_over(self, intent: FailOver, job: Body, adapter: KindAdapter,
                   ctx: PassContext) -> None:

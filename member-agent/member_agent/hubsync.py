@@ -245,6 +245,10 @@ class HubSync:
             self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
         with self.lock:
             first = work["metadata"]["name"] not in self.works
+            before = self.works.get(work["metadata"]["name"])
+            if before is not None and _replicas(before) != _replicas(work):
+                # An elastic share resized: bound again once its new count of pods is.
+                self.bound_at.pop(work["metadata"]["name"], None)
             self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
             self.works[work["metadata"]["name"]] = work
             self.applied[work["metadata"]["name"]] = work["metadata"].get("generation", 0)
@@ -418,6 +422,10 @@ def _job_key(work: Mapping[str, Any]) -> JobKey:
     manifest = work["spec"]["manifests"][0]
     meta = manifest["metadata"]
     return kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"], meta["name"]
+
+
+def _replicas(work: Mapping[str, Any]) -> Mapping[str, Any]:
+    return dict(((work.get("spec") or {}).get("placement") or {}).get("replicas") or {})
 
 
 def _identity(manifest: Mapping[str, Any]) -> tuple[str, str, str]:

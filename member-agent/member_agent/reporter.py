@@ -102,6 +102,9 @@ class Reporter:
 
     def capacity(self) -> dict[str, Any]:
         """The status fields read from nodes and pods (grouped capacity and its sums)."""
+        # Stamped before the snapshot is read: the hub takes a Work bound before this time as
+        # counted here, which holds only if nothing bound after the stamp is missing from it.
+        observed = stamp(datetime.now(UTC))
         nodes, pods = self.state.snapshot()
         held = self.held(pods)
         groups, levels = grouped(nodes, pods, reserved=held_on_nodes(held),
@@ -122,7 +125,7 @@ class Reporter:
             "readyNodes": sum(g.count for g in groups),
             "freeGpus": free.get("nvidia.com/gpu", 0),
             "capacity": {
-                "observedTime": stamp(datetime.now(UTC)),
+                "observedTime": observed,
                 "allocatable": allocatable,
                 "free": free,
                 "reserved": reserved,

@@ -103,8 +103,8 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
                                 leaves_by_namespace(tree), _demand)
     request = Resources.of({GPU: 2, "cpu": 1000})
     assert running.key == "PyTorchJob/team/run"
-    assert running.pods == (Pod("m1", "n1", request), Pod("m1", "n2", request),
-                            Pod("m1", "", request))
+    assert running.pods == (Pod("m1", "n1", request, "master"),
+                            Pod("m1", "n2", request, "worker"), Pod("m1", "", request, "worker"))
     assert running.leaf == "root/team"
     assert running.charge[GPU] == 6
     assert running.started == "2026-01-01T00:01:00Z"

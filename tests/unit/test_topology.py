@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from e2e.jobs import seed_pytorchjob
 from fleet.api import protocol
 from fleet.api.cluster import Work
-from fleet.hub.pass_view import placement_of
 from fleet.hub.views import cluster_view
-from fleet.hub.works import work_body
+from fleet.hub.works import placement_of, work_body
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.capacity import group_nodes, grouped, wire

@@ -185,7 +185,9 @@ class PyTorchKind(KubeflowKind):
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
             world: Mapping[str, int]) -> list[Body]:
         total = sum(world.values())
-        nproc = str(job["spec"].get("nprocPerNode") or "")
+        elastic = job["spec"].get("elasticPolicy")
+        nproc = str(job["spec"].get("nprocPerNode")
+                    or (elastic or {}).get("nProcPerNode") or "")
         per_node = int(nproc) if nproc.isdigit() else 1
         rank = index if rtype == "Master" or "Master" not in world else index + world["Master"]
         env = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
@@ -198,13 +200,44 @@ class PyTorchKind(KubeflowKind):
                     {"name": "PET_MASTER_ADDR", "value": master},
                     {"name": "WORLD_SIZE", "value": str(total * per_node)},
                     {"name": "RANK", "value": str(rank)},
-                    {"name": "PET_NODE_RANK", "value": str(rank)},
-                    {"name": "PET_NNODES", "value": str(total)}]
+                    {"name": "PET_NODE_RANK", "value": str(rank)}]
+            if elastic is None:
+                env.append({"name": "PET_NNODES", "value": str(total)})
+        if elastic is not None:
+            env += self.elastic_env(job, elastic)
         if nproc:
             env.append({"name": "PET_NPROC_PER_NODE", "value": nproc})
         world_text = protocol.world_text(job["metadata"])
         if world_text:  # split across clusters: every replica learns where its peers are
             env.append({"name": "FLEET_WORLD", "value": world_text})
+        return env
+
+
+    def elastic_env(self, job: Mapping[str, Any], policy: Mapping[str, Any]) -> list[Body]:
+        """torchrun's elastic settings, as the training-operator sets them: the rendezvous
+        at worker 0 (or ``rdzvHost``/``rdzvPort``), c10d unless ``rdzvBackend`` says, and
+        ``PET_NNODES`` "min:max", the same whatever size the hub runs the job at, so pods
+        added or removed by a resize leave the others' environment as it was."""
+        workers = int(((job["spec"].get("pytorchReplicaSpecs") or {}).get("Worker") or {})
+                      .get("replicas", 1))
+        low, high = policy.get("minReplicas"), policy.get("maxReplicas")
+        low = low if low is not None else high if high is not None else workers
+        high = high if high is not None else low
+        port = policy.get("rdzvPort") or self.port(job, "Worker")[1]  # type: ignore[index]
+        host = policy.get("rdzvHost") or self.peer_host(job, "Worker", 0)
+        env = [{"name": "PET_RDZV_ENDPOINT", "value": f"{host}:{port}"},
+               {"name": "PET_RDZV_BACKEND", "value": str(policy.get("rdzvBackend") or "c10d")},
+               {"name": "PET_NNODES", "value": f"{low}:{high}"}]
+        if policy.get("maxRestarts") is not None:
+            env.append({"name": "PET_MAX_RESTARTS", "value": str(policy["maxRestarts"])})
+        if policy.get("rdzvId"):
+            env.append({"name": "PET_RDZV_ID", "value": str(policy["rdzvId"])})
+        conf = ",".join(f"{c.get('key')}={c.get('value', '')}"
+                        for c in policy.get("rdzvConf") or [])
+        if conf:
+            env.append({"name": "PET_RDZV_CONF", "value": conf})
+        if policy.get("standalone"):
+            env.append({"name": "PET_STANDALONE", "value": ""})
         return env
 
 
