@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from preemption.model import Running
+from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
@@ -87,6 +87,9 @@ class JobView:
     ttl_seconds: int | None = None  # ttlSecondsAfterFinished
     priority: int = 0  # its PriorityClass's value (or T9k's priority), 0 without one
     preempted_by: str = ""  # the job that preempted it, until it is bound again
+    # Seconds it runs once started, when known (runPolicy.activeDeadlineSeconds or the
+    # fleet.sh/expected-runtime annotation, the smaller): only such a job may backfill.
+    runtime: float | None = None
 
     @property
     def namespace(self) -> str:
@@ -134,6 +137,21 @@ class PreemptionView:
 
 
 @dataclass(frozen=True)
+class TimedJob:
+    """A running job whose runtime is known: it ends, and gives back its pods' capacity, at
+    ``started + runtime``. A reserved gang's start is computed from these alone."""
+
+    key: str
+    started: float  # seconds since the epoch (when it began to run, or was bound)
+    runtime: float  # seconds
+    pods: tuple[Pod, ...]  # where it runs: each pod's node and request
+
+    @property
+    def ends(self) -> float:
+        return self.started + self.runtime
+
+
+@dataclass(frozen=True)
 class PassView:
     now: float  # seconds since the epoch
     now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
@@ -144,3 +162,6 @@ class PassView:
     quota: QuotaView | None = None
     scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
     preemption: PreemptionView | None = None  # None: no priority preemption
+    # Running jobs with a known end, for backfill: the first gang that does not fit gets a
+    # reservation from the time enough of them end. Empty: no reservation, no backfill.
+    timed: tuple[TimedJob, ...] = ()

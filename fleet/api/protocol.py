@@ -13,6 +13,7 @@ Pure: no I/O, no clock; stdlib only (an import-linter contract keeps it so).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -45,6 +46,12 @@ PURGE_IMMEDIATELY, PURGE_GRACIOUSLY, PURGE_NEVER = "Immediately", "Graciously", 
 # The job that preempted this one (a bound job's victim): kept until it is bound again, and
 # while it is there the job preempts nobody itself (no cascades).
 PREEMPTED_BY = f"{GROUP}/preempted-by"
+# -- on a hub job, set by its user -----------------------------------------------------------
+# How long the job is expected to run once started: seconds ("600") or a number with a unit
+# ("90s", "10m", "2h", "1d"), 1 s to ten years. With it (or runPolicy.activeDeadlineSeconds)
+# the job may backfill: run before a reserved gang when it ends before that gang could start.
+EXPECTED_RUNTIME = f"{GROUP}/expected-runtime"
+MAX_EXPECTED_RUNTIME = 10 * 365 * 24 * 3600  # as every other time a user gives (limits)
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
             PREEMPTED_BY)
@@ -94,6 +101,28 @@ MEMBER_FAILURE_REASONS = frozenset({
     "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
     "CrashLooping",  # a container keeps exiting and the kubelet backs off restarting it
 })
+
+
+_RUNTIME = re.compile(r"([0-9]{1,12})([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def expected_runtime(meta: Mapping[str, Any]) -> int | None:
+    """The EXPECTED_RUNTIME a job's metadata declares, in seconds; None without one.
+    Raises ValueError naming the field when the value is malformed or out of bounds."""
+    text = _annotations(meta).get(EXPECTED_RUNTIME)
+    if text is None:
+        return None
+    field = f"metadata.annotations[{EXPECTED_RUNTIME}]"
+    found = _RUNTIME.fullmatch(str(text).strip())
+    if found is None:
+        shown = str(text)[:40] + ("..." if len(str(text)) > 40 else "")
+        raise ValueError(f"{field}: {shown!r} is not a duration; give seconds (600) or a "
+                         "number with s, m, h or d (10m)")
+    seconds = int(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    if not 1 <= seconds <= MAX_EXPECTED_RUNTIME:
+        raise ValueError(f"{field}: {text} is outside 1 s..{MAX_EXPECTED_RUNTIME} s (ten years)")
+    return seconds
 
 
 def member_namespace(cluster: str) -> str:

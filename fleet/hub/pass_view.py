@@ -21,6 +21,7 @@ from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
+from fleet.hub.backfill_views import runtime_of, timed_jobs
 from fleet.hub.cache import EVICTING, Body, Snapshot
 from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
@@ -218,8 +219,10 @@ class ViewBuilder:
         quota = self.quota_view(snap, classes)
         preemption = self.preemption_view(snap, now.timestamp(), views, classes, quota,
                                           holds or {}, retry_at or {})
+        # Backfill reads the running jobs of known runtime: only when some job may be placed.
+        timed = timed_jobs(snap) if waiting else ()
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
-                        lost_since(snap), quota, preemption=preemption)
+                        lost_since(snap), quota, preemption=preemption, timed=timed)
 
     def preemption_view(self, snap: Snapshot, now: float, views: Sequence[JobView],
                         classes: Mapping[str, int], quota: QuotaView | None,
@@ -264,6 +267,7 @@ class ViewBuilder:
             return view
         try:
             demand = self.demand(job)
+            runtime = runtime_of(job, adapter)
         except InvalidJob as exc:  # checked before any quota or capacity is counted
             return replace(view, invalid=str(exc))
         policy = self._governing(job, policies, refs)
@@ -271,7 +275,8 @@ class ViewBuilder:
         avoid = {wk.cluster for wk in view.evicting} | {
             name for name in (annotations.get(w.FAILOVER_AVOID) or "").split(",") if name}
         return replace(view, demand=demand, policy=policy, quota=quota,
-                        avoid=tuple(sorted(avoid)))
+                        avoid=tuple(sorted(avoid)),
+                        runtime=None if runtime is None else float(runtime))
 
     def _governing(self, job: Body, policies: Mapping[tuple[str, str], Body],
                    refs: Sequence[PolicyRef]) -> PolicyView | None:
