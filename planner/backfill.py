@@ -23,11 +23,11 @@ Pure: times are the view's seconds; text is formatted without reading any clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import formatdate
 
 from planner.intents import Wait
-from planner.view import JobView, TimedJob
+from planner.view import JobView, Reservation, TimedJob
 from preemption.freed import with_freed
 from propagation.division import divide, with_assumed
 from propagation.resources import GPU, Resources
@@ -36,6 +36,9 @@ from propagation.views import ClusterView
 RESERVED = "Reserved"  # the head's Queuing reason while it holds its reservation
 KEPT_BACK = "KeptBack"  # a job that would delay the reserved head
 RESERVE_TRIES = 3  # jobs a pass tries to reserve for (each costs a few divisions)
+# A reservation the last pass made stands while its start cannot be computed again (a job
+# just bound has not reported where its pods run), until this long past its start.
+REMEMBER_SECONDS = 300.0
 SHOWN = 3  # blockers named in a message
 
 
@@ -51,33 +54,27 @@ def amounts_text(total: Mapping[str, int]) -> str:
     return ", ".join(f"{amount} {name}" for name, amount in sorted(total.items())) or "nothing"
 
 
-@dataclass(frozen=True)
-class Reservation:
-    head: str  # job key
-    start: float  # the earliest time it fits (seconds since the epoch)
-    holds: Resources  # its whole demand
-    waits_for: tuple[str, ...]  # the running jobs that end by then, in end order
-    overdue: bool = False  # some of them are past their expected end: the start is "now"
+def when(reservation: Reservation) -> str:
+    return "as soon as they end (past their expected end)" if reservation.overdue \
+        else clock_text(reservation.start)
 
-    @property
-    def when(self) -> str:
-        return "as soon as they end (past their expected end)" if self.overdue \
-            else clock_text(self.start)
 
-    def head_message(self, why_not_now: str) -> str:
-        shown = ", ".join(self.waits_for[:SHOWN])
-        more = f" and {len(self.waits_for) - SHOWN} more" if len(self.waits_for) > SHOWN else ""
-        return (f"holds {amounts_text(self.holds)} from {self.when}, when {shown}{more} "
-                f"will have ended; jobs behind it run first only if they end by then "
-                f"(now: {why_not_now})")
+def head_message(reservation: Reservation, why_not_now: str) -> str:
+    waits_for = reservation.waits_for
+    shown = ", ".join(waits_for[:SHOWN])
+    more = f" and {len(waits_for) - SHOWN} more" if len(waits_for) > SHOWN else ""
+    return (f"holds {amounts_text(reservation.holds)} from {when(reservation)}, when "
+            f"{shown}{more} will have ended; jobs behind it run first only if they end by "
+            f"then (now: {why_not_now})")
 
-    def kept_back_message(self, runtime: float | None, now: float) -> str:
-        head = f"kept back for {self.head}, which holds {amounts_text(self.holds)} " \
-               f"from {self.when}: "
-        if runtime is None:
-            return head + ("its runtime is unknown (set runPolicy.activeDeadlineSeconds or "
-                           "the fleet.sh/expected-runtime annotation to backfill)")
-        return head + f"it would run until {clock_text(now + runtime)}, past then"
+
+def kept_back_message(reservation: Reservation, runtime: float | None, now: float) -> str:
+    head = (f"kept back for {reservation.head}, which holds "
+            f"{amounts_text(reservation.holds)} from {when(reservation)}: ")
+    if runtime is None:
+        return head + ("its runtime is unknown (set runPolicy.activeDeadlineSeconds or the "
+                       "fleet.sh/expected-runtime annotation to backfill)")
+    return head + f"it would run until {clock_text(now + runtime)}, past then"
 
 
 def ends_before(job: JobView, reservation: Reservation, now: float) -> bool:
@@ -125,24 +122,27 @@ def reserve(job: JobView, fleet: Sequence[ClusterView], timed: Sequence[TimedJob
 @dataclass
 class Backfill:
     """The pass's reservation and the fleet as the head will find it at its start; each job
-    started after the head is checked against it, and what it keeps past then taken out."""
+    started after the head is checked against it, and what it keeps past then taken out.
+    Without that fleet (a remembered reservation) only jobs that end first pass."""
 
     reservation: Reservation
     head: JobView
-    at_start: dict[str, ClusterView]
-    backfilled: list[str] = field(default_factory=list)
+    at_start: dict[str, ClusterView] | None
 
     @classmethod
     def start(cls, head: JobView, fleet: Sequence[ClusterView], timed: Sequence[TimedJob],
-              now: float) -> Backfill | None:
-        found = reserve(head, fleet, timed, now)
-        if found is None:
-            return None
-        reservation, at_start = found
-        return cls(reservation, head, {c.name: c for c in at_start})
+              now: float, remembered: Mapping[str, Reservation]) -> Backfill | None:
+        found = reserve(head, fleet, timed, now) if timed else None
+        if found is not None:
+            reservation, at_start = found
+            return cls(reservation, head, {c.name: c for c in at_start})
+        last = remembered.get(head.uid)
+        if last is not None and last.head == head.key and now < last.start + REMEMBER_SECONDS:
+            return cls(last, head, None)
+        return None
 
     def head_wait(self, why: Wait) -> Wait:
-        return Wait(why.job, RESERVED, self.reservation.head_message(why.message),
+        return Wait(why.job, RESERVED, head_message(self.reservation, why.message),
                     why.queue, why.position)
 
     def admits(self, job: JobView, spent: Sequence[tuple[str, Sequence[Resources]]],
@@ -150,9 +150,10 @@ class Backfill:
         """May ``job``, which fits now spending ``spent`` (per cluster), start? And the
         backfill note for its bind ("" when it does not pass the head)."""
         if ends_before(job, self.reservation, now):
-            self.backfilled.append(job.key)
             return True, (f"backfilled: ends by {clock_text(now + (job.runtime or 0))}, before "
-                          f"{self.reservation.head} could start ({self.reservation.when})")
+                          f"{self.reservation.head} could start ({when(self.reservation)})")
+        if self.at_start is None:
+            return False, kept_back_message(self.reservation, job.runtime, now)
         after = dict(self.at_start)
         for cluster, requests in spent:
             if cluster in after:
@@ -160,7 +161,6 @@ class Backfill:
         assert self.head.demand is not None
         assert self.head.policy is not None
         if not divide(self.head.demand, list(after.values()), self.head.policy.rules).placed:
-            return False, self.reservation.kept_back_message(job.runtime, now)
+            return False, kept_back_message(self.reservation, job.runtime, now)
         self.at_start = after  # it runs past the head's start, on capacity the head leaves
         return True, ""
-

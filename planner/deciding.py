@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
-from planner.view import Hold, JobView, PassView
+from planner.view import Hold, JobView, PassView, Reservation
 from propagation.binding import binding_message
 from propagation.division import divide, with_assumed
 from propagation.views import ClusterView
@@ -27,6 +27,7 @@ class Decided:
     intents: list[Intent]
     holds: Mapping[str, Hold] = field(default_factory=dict)  # for the next pass's view
     retry_at: Mapping[str, float] = field(default_factory=dict)
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid
 
 
 def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
@@ -52,7 +53,7 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     misses = 0
     preempting = PreemptionPass.start(view, candidates)
     backfill: Backfill | None = None
-    tries = RESERVE_TRIES if view.timed else 0
+    tries = RESERVE_TRIES if view.timed or view.reservations else 0
     for job in sorted(candidates, key=lambda c: (
             not (preempting is not None and preempting.first(c)), *c.order)):
         if view.scan_window and misses >= view.scan_window:
@@ -64,7 +65,8 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
             continue
         if why.reason == "Unschedulable" and backfill is None and tries:
             tries -= 1  # the first jobs that do not fit: the first whose start is known
-            backfill = Backfill.start(job, _usable(job, capacity), view.timed, view.now)
+            backfill = Backfill.start(job, _usable(job, capacity), view.timed, view.now,
+                                      view.reservations)
             if backfill is not None:
                 why = backfill.head_wait(why)
         waits[job.key] = why
@@ -72,9 +74,10 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     if admission is not None:
         out.append(_queues(admission, waits))
     out += waits.values()
+    reserved = {backfill.head.uid: backfill.reservation} if backfill is not None else {}
     if preempting is None:
-        return Decided(out)
-    return Decided(out, preempting.holds, preempting.retry_at)
+        return Decided(out, reservations=reserved)
+    return Decided(out, preempting.holds, preempting.retry_at, reserved)
 
 
 def _usable(job: JobView, capacity: dict[str, ClusterView]) -> list[ClusterView]:

@@ -152,6 +152,19 @@ class TimedJob:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """Backfill: the first gang that does not fit holds what it needs from ``start``, when
+    the running jobs ``waits_for`` will have ended. Each plan returns the one it made, and the
+    next view brings it back: it stands while its start cannot be computed again."""
+
+    head: str  # the gang's key
+    start: float  # seconds since the epoch
+    holds: Resources  # its whole demand
+    waits_for: tuple[str, ...]  # keys of the running jobs that end by then, in end order
+    overdue: bool = False  # some of them are past their expected end: ``start`` was "now"
+
+
+@dataclass(frozen=True)
 class PassView:
     now: float  # seconds since the epoch
     now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
@@ -165,3 +178,4 @@ class PassView:
     # Running jobs with a known end, for backfill: the first gang that does not fit gets a
     # reservation from the time enough of them end. Empty: no reservation, no backfill.
     timed: tuple[TimedJob, ...] = ()
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid

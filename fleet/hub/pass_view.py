@@ -34,6 +34,7 @@ from planner.view import (
     PolicyView,
     PreemptionView,
     QuotaView,
+    Reservation,
     Stage,
     WorkView,
 )
@@ -197,10 +198,11 @@ class ViewBuilder:
               clusters: Sequence[ClusterView], inflight: Mapping[str, Sequence[Resources]],
               failed: Callable[[Body, Exception], None],
               holds: Mapping[str, Hold] | None = None,
-              retry_at: Mapping[str, float] | None = None) -> PassView:
+              retry_at: Mapping[str, float] | None = None,
+              reservations: Mapping[str, Reservation] | None = None) -> PassView:
         """The view of ``jobs`` (the ones to look at this pass, in creation order); a job that
         cannot be read is left out and handed to ``failed``. ``holds`` and ``retry_at`` are
-        the preemption state the last plan left."""
+        the preemption state the last plan left, ``reservations`` its backfill reservation."""
         bodies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                   for b in (*snap.policies.values(), *snap.cluster_policies.values())}
         self._policies = {k: v for k, v in self._policies.items() if k in bodies}
@@ -222,7 +224,8 @@ class ViewBuilder:
         # Backfill reads the running jobs of known runtime: only when some job may be placed.
         timed = timed_jobs(snap) if waiting else ()
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
-                        lost_since(snap), quota, preemption=preemption, timed=timed)
+                        lost_since(snap), quota, preemption=preemption, timed=timed,
+                        reservations=reservations or {})
 
     def preemption_view(self, snap: Snapshot, now: float, views: Sequence[JobView],
                         classes: Mapping[str, int], quota: QuotaView | None,

@@ -113,6 +113,27 @@ def test_a_gang_that_could_never_fit_reserves_nothing() -> None:
     assert [b.job for b in plan.binds] == ["PyTorchJob/ns/small"]
 
 
+def test_the_last_reservation_stands_while_its_start_cannot_be_computed_again() -> None:
+    members = fleet({"a": [True, True, False, False]})
+    running = [timed("blocker", 100, "a-n0", "a-n1")]
+    first = plan_pass(view([job("big", 4, order=1)], members, running))
+    assert set(first.reservations) == {"big"}
+    # A job just bound has not reported its pods: nothing says when the head fits now.
+    members = fleet({"a": [True, True, True, False]})
+    later = replace(view([job("big", 4, order=1), job("unknown", 1, order=2),
+                          job("short", 1, runtime=30, order=3)], members, now=NOW + 5),
+                    reservations=first.reservations)
+    plan = plan_pass(later)
+    why = waits(plan)
+    assert (why["big"].reason, why["unknown"].reason) == (RESERVED, KEPT_BACK)
+    assert [b.job for b in plan.binds] == ["PyTorchJob/ns/short"]
+    assert plan.reservations == first.reservations
+    # Long past its start it is dropped: the pass decides as without backfill.
+    stale = plan_pass(replace(later, now=NOW + 100 + 301))
+    assert waits(stale)["big"].reason == "Unschedulable"
+    assert not stale.reservations
+
+
 # -- the runtime a job declares -------------------------------------------------------------
 @pytest.mark.parametrize(("text", "seconds"), [
     ("600", 600), ("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400), (" 5m ", 300)])
