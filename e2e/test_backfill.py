@@ -71,8 +71,8 @@ def member_name(fleet: LocalFleet, hub: Kube) -> Iterator[str]:
     def idle() -> bool:
         status = hub.get(r.MEMBERCLUSTERS, name).get("status") or {}
         capacity = status.get("capacity") or {}
-        return bool(capacity) and \
-            capacity.get("free", {}).get(GPU) == capacity.get("allocatable", {}).get(GPU)
+        gpus = (capacity.get("allocatable") or {}).get(GPU)
+        return bool(gpus) and (capacity.get("free") or {}).get(GPU) == gpus
     eventually(idle, timeout=180, what=f"{name}'s GPUs all free")
     yield name
     delete_jobs(hub, NAMESPACE, wait=True)

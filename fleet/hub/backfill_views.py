@@ -10,7 +10,8 @@ not move from one pass to the next.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from fleet.api.protocol import PLACEMENT, REQUEUE, expected_runtime
@@ -21,6 +22,7 @@ from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter
 from planner.view import TimedJob
+from preemption.model import Pod
 
 
 def runtime_of(job: Mapping[str, Any], adapter: KindAdapter) -> int | None:
@@ -47,9 +49,38 @@ def started_at(job: Mapping[str, Any]) -> float | None:
     return when.timestamp() if when is not None else None
 
 
+def node_usage(snap: Snapshot) -> dict[tuple[str, str], dict[str, int]]:
+    """What each named node of each member reports in use (allocatable less free)."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for body in snap.clusters.values():
+        capacity = (body.get("status") or {}).get("capacity") or {}
+        for group in capacity.get("nodeGroups") or []:
+            allocatable, free = group.get("allocatable") or {}, group.get("free") or {}
+            used = {r: int(a) - int(free.get(r, 0)) for r, a in allocatable.items()}
+            for node in group.get("nodes") or []:
+                out[(body["metadata"]["name"], node)] = used
+    return out
+
+
+def counted(pods: Sequence[Pod], usage: dict[tuple[str, str], dict[str, int]]) -> list[Pod]:
+    """The pods that still hold what their node reports in use: a Work's pod list and its
+    member's capacity report are written at different times, and a pod already gone from
+    the report must not be given back twice (the node would seem larger than it is)."""
+    out = []
+    for pod in pods:
+        used = usage.get((pod.cluster, pod.node))
+        if used is None or any(used.get(r, 0) < amount for r, amount in pod.request.items()):
+            continue
+        usage[(pod.cluster, pod.node)] = {r: v - pod.request.get(r, 0) for r, v in used.items()}
+        out.append(pod)
+    return out
+
+
 def timed_jobs(snap: Snapshot) -> tuple[TimedJob, ...]:
     """Bound, unfinished jobs that are not going away and whose runtime is known, with the
-    pods their members report (a job with a malformed runtime counts as unknown)."""
+    pods their members report and still count in use (a job with a malformed runtime counts
+    as unknown)."""
+    usage = node_usage(snap)
     out = []
     for job in snap.jobs.values():
         meta = job["metadata"]
@@ -62,9 +93,12 @@ def timed_jobs(snap: Snapshot) -> tuple[TimedJob, ...]:
             runtime = runtime_of(job, adapter)
         except InvalidJob:
             continue
+        if runtime is None:  # most jobs: nothing more to read
+            continue
         started = started_at(job)
-        if runtime is None or started is None or adapter.is_finished(job):
+        if started is None or adapter.is_finished(job):
             continue
         out.append(TimedJob(job_key(job), started, float(runtime),
                             tuple(pods_of(snap.works_of(meta["uid"]), adapter))))
-    return tuple(sorted(out, key=lambda t: t.key))
+    return tuple(replace(t, pods=tuple(counted(t.pods, usage)))
+                 for t in sorted(out, key=lambda t: t.key))

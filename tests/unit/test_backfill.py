@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet.api.protocol import EXPECTED_RUNTIME, MAX_EXPECTED_RUNTIME, expected_runtime
-from fleet.hub.backfill_views import runtime_of
+from fleet.hub.backfill_views import counted, runtime_of
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from planner import PassView, plan_pass
@@ -302,3 +302,11 @@ def _timed(busy: Mapping[str, tuple[str, float, float]]) -> list[TimedJob]:
         times[key] = (began, runtime)
     return [TimedJob(key, times[key][0], times[key][1],
                      tuple(Pod("a", n, NODE) for n in nodes)) for key, nodes in by_job.items()]
+
+
+def test_a_pod_already_gone_from_its_nodes_report_is_not_given_back_twice() -> None:
+    usage = {("a", "a-n0"): {GPU: 8}, ("a", "a-n1"): {GPU: 0}}
+    pods = [Pod("a", "a-n0", NODE), Pod("a", "a-n0", NODE), Pod("a", "a-n1", NODE),
+            Pod("a", "", NODE)]
+    # n0 reports one pod's worth in use; n1 none (its pod ended, the Work not yet updated)
+    assert counted(pods, usage) == [Pod("a", "a-n0", NODE)]
