@@ -17,6 +17,12 @@ the capacity it needs past its start, so it starts once the jobs it waits for ha
 With no running job of known runtime there is no reservation, and a pass decides as it
 always did (a queue's Block or Priority policy alone orders it).
 
+The queue policies keep their meaning: Block is Kueue's StrictFIFO (nothing of the queue
+passes its head, backfill included); Priority is BestEffortFIFO with a starvation bound (jobs
+pass a head that does not fit until the bound, then it blocks its queue). Neither knows time;
+the reservation adds it, for capacity: across queues, and through a starvation-blocked
+Priority queue for jobs that end before the head could start.
+
 Pure: times are the view's seconds; text is formatted without reading any clock.
 """
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from fleet.api.protocol import PLACEMENT, REQUEUE, expected_runtime
+from fleet.api.protocol import EXPECTED_RUNTIME, PLACEMENT, REQUEUE, expected_runtime
 from fleet.hub.cache import Snapshot
 from fleet.hub.preemption_views import pods_of
 from fleet.hub.queueing import job_key
@@ -35,6 +35,12 @@ def runtime_of(job: Mapping[str, Any], adapter: KindAdapter) -> int | None:
         raise InvalidJob(str(exc)) from None
     known = [s for s in (deadline, declared) if s is not None]
     return min(known) if known else None
+
+
+def declares_runtime(job: Mapping[str, Any]) -> bool:
+    run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+    return EXPECTED_RUNTIME in (job["metadata"].get("annotations") or {}) or \
+        run_policy.get("activeDeadlineSeconds") is not None
 
 
 def started_at(job: Mapping[str, Any]) -> float | None:
@@ -87,6 +93,8 @@ def timed_jobs(snap: Snapshot) -> tuple[TimedJob, ...]:
         annotations = meta.get("annotations") or {}
         if meta.get("deletionTimestamp") or REQUEUE in annotations or \
                 annotations.get(PLACEMENT) in (None, "", "[]"):
+            continue
+        if not declares_runtime(job):  # most jobs: a walk of dict lookups, every pass
             continue
         adapter = adapter_for(job["apiVersion"], job["kind"])
         try:
