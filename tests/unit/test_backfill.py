@@ -203,7 +203,7 @@ def at(members: Mapping[str, ClusterView], running: Sequence[TimedJob], start: f
     return list(by_name.values())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenes())
 def test_jobs_started_past_a_reserved_head_never_delay_its_start(
         scene: tuple[dict[str, ClusterView], list[TimedJob], list[JobView]]) -> None:
