@@ -18,7 +18,7 @@ from fleet.kinds.base import InvalidJob
 from planner import PassView, plan_pass
 from planner.backfill import KEPT_BACK, RESERVED, clock_text
 from planner.intents import Bind, Wait
-from planner.view import JobView, PolicyView, Stage, TimedJob
+from planner.view import JobView, PolicyView, QuotaView, Stage, TimedJob
 from preemption.freed import with_freed
 from preemption.model import Pod
 from propagation.division import divide, with_assumed
@@ -31,6 +31,8 @@ from propagation.views import (
     PlacementRules,
     Role,
 )
+from quota.engine import Holding, Job, QueuePolicy
+from quota.tree import QuotaNode
 
 NOW = 1_000_000.0
 NODE = Resources.of({GPU: 8})
@@ -132,6 +134,38 @@ def test_the_last_reservation_stands_while_its_start_cannot_be_computed_again() 
     stale = plan_pass(replace(later, now=NOW + 100 + 301))
     assert waits(stale)["big"].reason == "Unschedulable"
     assert not stale.reservations
+
+
+@pytest.mark.parametrize("policy", [QueuePolicy.PRIORITY, QueuePolicy.BLOCK])
+def test_a_queue_blocked_by_its_reserved_head_lets_through_only_what_ends_first_unless_strict(
+        policy: QueuePolicy) -> None:
+    """Priority keeps its starvation bound (here 1: one job admitted past the head blocks
+    the queue), and only a job that ends before the head could start passes the block;
+    Block stays strict: nothing passes its head."""
+    members = fleet({"a": [True, True, False, False]})
+    queued = replace(POLICY, queues=True)
+
+    def queued_job(name: str, nodes: int, runtime: float | None, order: int) -> JobView:
+        plain = job(name, nodes, runtime, order)
+        return replace(plain, policy=queued, quota=Job(plain.key, "ns", {GPU: 8 * nodes}, 0,
+                                                       plain.created))
+    root = QuotaNode("root", {GPU: 64}, {GPU: 64},
+                     children=(QuotaNode("team", {GPU: 64}, {GPU: 64}, ("ns",)),))
+    past = Holding(Job("PyTorchJob/ns/earlier", "ns", {GPU: 16}, 0, "t0002-earlier"), "t9999")
+    quota = QuotaView(root, (past,), {"root/team": policy}, starvation_bound=1)
+    plan = plan_pass(replace(view([queued_job("big", 4, None, 1),
+                                   queued_job("unknown", 1, None, 3),
+                                   queued_job("short", 1, 30.0, 4)], members,
+                                  [timed("blocker", 100, "a-n0", "a-n1")]), quota=quota))
+    why = waits(plan)
+    assert why["big"].reason == RESERVED
+    assert why["unknown"].reason == "QuotaExceeded"
+    assert "waits for PyTorchJob/ns/big first" in why["unknown"].message
+    if policy is QueuePolicy.PRIORITY:
+        assert [b.job for b in plan.binds] == ["PyTorchJob/ns/short"]
+    else:
+        assert not plan.binds
+        assert why["short"].reason == "QuotaExceeded"
 
 
 # -- the runtime a job declares -------------------------------------------------------------
