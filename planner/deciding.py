@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner import elastic
+from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
-from planner.view import Hold, JobView, PassView, Stage
+from planner.view import Hold, JobView, PassView, Reservation, Stage
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import divide, with_assumed
@@ -28,6 +29,7 @@ class Decided:
     intents: list[Intent]
     holds: Mapping[str, Hold] = field(default_factory=dict)  # for the next pass's view
     retry_at: Mapping[str, float] = field(default_factory=dict)
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid
 
 
 def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
@@ -52,24 +54,37 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     out: list[Intent] = []
     misses = 0
     preempting = PreemptionPass.start(view, candidates)
+    backfill: Backfill | None = None
+    tries = RESERVE_TRIES if view.timed or view.reservations else 0
     for job in sorted(candidates, key=lambda c: (
             not (preempting is not None and preempting.first(c)), *c.order)):
         if view.scan_window and misses >= view.scan_window:
             break
-        intents, why = _decide_one(job, admission, capacity, view, preempting)
+        intents, why = _decide_one(job, admission, capacity, view, preempting, backfill)
         out += intents
         if why is None:
             misses = 0
-        else:
-            waits[job.key] = why
-            misses += why.reason != "Reclaiming"
+            continue
+        if why.reason == "Unschedulable" and backfill is None and tries:
+            tries -= 1  # the first jobs that do not fit: the first whose start is known
+            backfill = Backfill.start(job, _usable(job, capacity), view.timed, view.now,
+                                      view.reservations)
+            if backfill is not None:
+                why = backfill.head_wait(why)
+        waits[job.key] = why
+        misses += why.reason != "Reclaiming"
     out += _grow(view, capacity, admission, waits, candidates)
     if admission is not None:
         out.append(_queues(admission, waits))
     out += waits.values()
+    reserved = {backfill.head.uid: backfill.reservation} if backfill is not None else {}
     if preempting is None:
-        return Decided(out)
-    return Decided(out, preempting.holds, preempting.retry_at)
+        return Decided(out, reservations=reserved)
+    return Decided(out, preempting.holds, preempting.retry_at, reserved)
+
+
+def _usable(job: JobView, capacity: dict[str, ClusterView]) -> list[ClusterView]:
+    return [v for v in capacity.values() if v.name not in job.avoid]
 
 
 def _grow(view: PassView, capacity: dict[str, ClusterView], admission: AdmissionPass | None,
@@ -109,13 +124,13 @@ def _short(job: JobView, admission: AdmissionPass | None,
 
 def _decide_one(job: JobView, admission: AdmissionPass | None,
                 capacity: dict[str, ClusterView], view: PassView,
-                preempting: PreemptionPass | None = None
+                preempting: PreemptionPass | None = None, backfill: Backfill | None = None
                 ) -> tuple[list[Intent], Wait | None]:
     """Admit (when queued), divide and bind one job; the intents and why it waits."""
     assert job.demand is not None
     assert job.policy is not None
     out: list[Intent] = []
-    fleet = [v for v in capacity.values() if v.name not in job.avoid]
+    fleet = _usable(job, capacity)
     sized = ""
     if job.elastic is not None:  # at the most that fits now, at least its min
         job, sized = elastic.choose_size(job, lambda j: _short(j, admission, fleet))
@@ -134,7 +149,10 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             return out, Wait(job.key, "NoQuotaTree", "the policy queues this job "
                              "(suspension.scheduling) but no ElasticQuotaTree exists in "
                              f"{QUOTA_TREE_NAMESPACE}")
-        verdict = admission.check(job.quota)
+        # A queue that waits for a reserved head (Priority policy, past its starvation bound)
+        # still lets a job through that ends before the head could start.
+        verdict = admission.check(job.quota, past_block=backfill is not None and ends_before(
+            job, backfill.reservation, view.now))
         if not verdict.fits:
             admission.wait(job.quota)
             if admission.leaf(job.quota) is None:
@@ -154,6 +172,13 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
     spent = share_requests(demand, decision)
     domains = {share.cluster: share.domains for share in decision.shares}
+    note = ""
+    if backfill is not None:
+        admitted, note = backfill.admits(job, spent, view.now)
+        if not admitted:
+            if admission is not None and job.quota is not None:
+                admission.wait(job.quota)
+            return out, Wait(job.key, KEPT_BACK, note)
     for cluster, requests in spent:  # taken now: the next decision sees it spent
         capacity[cluster] = with_assumed(capacity[cluster], requests, domains[cluster])
     if preempting is not None:
@@ -166,7 +191,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     failover = policy.failover
     out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    policy.propagate_deps, sized))
+                    policy.propagate_deps, sized=sized, backfill=note))
     return out, None
 
 

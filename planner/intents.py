@@ -30,6 +30,7 @@ class Bind:
     spent: tuple[tuple[str, tuple[Resources, ...]], ...] = ()  # per cluster, per replica
     propagate_deps: bool = False
     sized: str = ""  # an elastic job admitted below its max: at what size, and why
+    backfill: str = ""  # it starts before a reserved gang, ending first: how (an event)
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -52,7 +53,9 @@ class Wait:
     """The job stays unbound: its Queuing condition says why (and its place in its queue)."""
 
     job: str
-    reason: str  # Invalid, NoMatchingPolicy, NoQuotaTree, NoQuotaLeaf, QuotaExceeded, ...
+    # Invalid, NoMatchingPolicy, NoQuotaTree, NoQuotaLeaf, QuotaExceeded, Unschedulable,
+    # Reserved (a gang holding capacity from a computed start), KeptBack (behind one), ...
+    reason: str
     message: str
     queue: str = ""  # Queue name, for a job waiting in a quota queue
     position: int = 0

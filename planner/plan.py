@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from planner.bound import settle
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
-from planner.view import Hold, PassView, Stage
+from planner.view import Hold, PassView, Reservation, Stage
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Plan:
     # Preemption state for the next pass's view (the planner keeps none itself).
     holds: Mapping[str, Hold] = field(default_factory=dict)
     retry_at: Mapping[str, float] = field(default_factory=dict)
+    # Backfill: the reservation made, for the next pass's view.
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Intent]:
         return iter(self.intents)
@@ -47,4 +49,5 @@ def plan_pass(view: PassView) -> Plan:
     for job in view.jobs:
         intents += settle(job, view)
     decided = decide([j for j in view.jobs if j.stage is Stage.WAITING], view)
-    return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at)
+    return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at,
+                decided.reservations)

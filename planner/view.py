@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from preemption.model import Running
+from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
@@ -101,6 +101,9 @@ class JobView:
     # Elastic: a waiting job's demand asks for ``elastic.max``; a bound one's for what its
     # placement runs now (and its quota view is set when it holds quota).
     elastic: Elastic | None = None
+    # Seconds it runs once started, when known (runPolicy.activeDeadlineSeconds or the
+    # fleet.sh/expected-runtime annotation, the smaller): only such a job may backfill.
+    runtime: float | None = None
 
     @property
     def namespace(self) -> str:
@@ -148,6 +151,34 @@ class PreemptionView:
 
 
 @dataclass(frozen=True)
+class TimedJob:
+    """A running job whose runtime is known: it ends, and gives back its pods' capacity, at
+    ``started + runtime``. A reserved gang's start is computed from these alone."""
+
+    key: str
+    started: float  # seconds since the epoch (when it began to run, or was bound)
+    runtime: float  # seconds
+    pods: tuple[Pod, ...]  # where it runs: each pod's node and request
+
+    @property
+    def ends(self) -> float:
+        return self.started + self.runtime
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Backfill: the first gang that does not fit holds what it needs from ``start``, when
+    the running jobs ``waits_for`` will have ended. Each plan returns the one it made, and the
+    next view brings it back: it stands while its start cannot be computed again."""
+
+    head: str  # the gang's key
+    start: float  # seconds since the epoch
+    holds: Resources  # its whole demand
+    waits_for: tuple[str, ...]  # keys of the running jobs that end by then, in end order
+    overdue: bool = False  # some of them are past their expected end: ``start`` was "now"
+
+
+@dataclass(frozen=True)
 class PassView:
     now: float  # seconds since the epoch
     now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
@@ -158,3 +189,7 @@ class PassView:
     quota: QuotaView | None = None
     scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
     preemption: PreemptionView | None = None  # None: no priority preemption
+    # Running jobs with a known end, for backfill: the first gang that does not fit gets a
+    # reservation from the time enough of them end. Empty: no reservation, no backfill.
+    timed: tuple[TimedJob, ...] = ()
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid

@@ -152,13 +152,16 @@ class AdmissionPass:
         return [j for j in sorted(self.pending, key=order_key) if self.leaf(j) is not None]
 
     # -- decisions ------------------------------------------------------------------------
-    def check(self, job: Job) -> Verdict:
-        """May ``job`` be admitted now? (Nothing changes until :meth:`admit`.)"""
+    def check(self, job: Job, past_block: bool = False) -> Verdict:
+        """May ``job`` be admitted now? (Nothing changes until :meth:`admit`.) With
+        ``past_block`` (it ends before the job its queue waits for could start: backfill), a
+        Priority queue's starvation block does not hold it; a Block queue stays strict."""
         leaf = self.leaf(job)
         if leaf is None:
             return Verdict(False, reason=f"no quota leaf owns namespace {job.namespace!r}")
         blocked_by = self._blocked.get(leaf.key)
-        if blocked_by and blocked_by != job.key:
+        strict = self.policies.get(leaf.key, QueuePolicy.PRIORITY) is QueuePolicy.BLOCK
+        if blocked_by and blocked_by != job.key and (strict or not past_block):
             return Verdict(False, reason=f"queue {leaf.key} waits for {blocked_by} first")
         blockers = self._blockers(leaf, job.charge)
         if not blockers:

@@ -54,6 +54,12 @@ TOPOLOGY_REQUIRED = f"{GROUP}/podset-required-topology"
 TOPOLOGY_PREFERRED = f"{GROUP}/podset-preferred-topology"
 # An elastic job's last resize (grown or shrunk in place): {"reason", "message", "time"}.
 RESIZED = f"{GROUP}/resized"
+# -- on a hub job, set by its user -----------------------------------------------------------
+# How long the job is expected to run once started: seconds ("600") or a number with a unit
+# ("90s", "10m", "2h", "1d"), 1 s to ten years. With it (or runPolicy.activeDeadlineSeconds)
+# the job may backfill: run before a reserved gang when it ends before that gang could start.
+EXPECTED_RUNTIME = f"{GROUP}/expected-runtime"
+MAX_EXPECTED_RUNTIME = 10 * 365 * 24 * 3600  # as every other time a user gives (limits)
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
             PREEMPTED_BY, RESIZED)
@@ -118,6 +124,28 @@ MEMBER_FAILURE_REASONS = frozenset({
     "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
     "CrashLooping",  # a container keeps exiting and the kubelet backs off restarting it
 })
+
+
+_RUNTIME = re.compile(r"([0-9]{1,12})([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def expected_runtime(meta: Mapping[str, Any]) -> int | None:
+    """The EXPECTED_RUNTIME a job's metadata declares, in seconds; None without one.
+    Raises ValueError naming the field when the value is malformed or out of bounds."""
+    text = _annotations(meta).get(EXPECTED_RUNTIME)
+    if text is None:
+        return None
+    field = f"metadata.annotations[{EXPECTED_RUNTIME}]"
+    found = _RUNTIME.fullmatch(str(text).strip())
+    if found is None:
+        shown = str(text)[:40] + ("..." if len(str(text)) > 40 else "")
+        raise ValueError(f"{field}: {shown!r} is not a duration; give seconds (600) or a "
+                         "number with s, m, h or d (10m)")
+    seconds = int(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    if not 1 <= seconds <= MAX_EXPECTED_RUNTIME:
+        raise ValueError(f"{field}: {text} is outside 1 s..{MAX_EXPECTED_RUNTIME} s (ten years)")
+    return seconds
 
 
 def member_namespace(cluster: str) -> str:

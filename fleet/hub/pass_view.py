@@ -22,6 +22,7 @@ from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
+from fleet.hub.backfill_views import runtime_of, timed_jobs
 from fleet.hub.cache import EVICTING, Body, Snapshot
 from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_rules, policy_ref
 from fleet.kinds import adapter_for
@@ -35,6 +36,7 @@ from planner.view import (
     PolicyView,
     PreemptionView,
     QuotaView,
+    Reservation,
     Stage,
     WorkView,
 )
@@ -199,10 +201,11 @@ class ViewBuilder:
               clusters: Sequence[ClusterView], inflight: Mapping[str, Sequence[Resources]],
               failed: Callable[[Body, Exception], None],
               holds: Mapping[str, Hold] | None = None,
-              retry_at: Mapping[str, float] | None = None) -> PassView:
+              retry_at: Mapping[str, float] | None = None,
+              reservations: Mapping[str, Reservation] | None = None) -> PassView:
         """The view of ``jobs`` (the ones to look at this pass, in creation order); a job that
         cannot be read is left out and handed to ``failed``. ``holds`` and ``retry_at`` are
-        the preemption state the last plan left."""
+        the preemption state the last plan left, ``reservations`` its backfill reservation."""
         bodies = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
                   for b in (*snap.policies.values(), *snap.cluster_policies.values())}
         self._policies = {k: v for k, v in self._policies.items() if k in bodies}
@@ -222,8 +225,11 @@ class ViewBuilder:
         quota = self.quota_view(snap, classes)
         preemption = self.preemption_view(snap, now.timestamp(), views, classes, quota,
                                           holds or {}, retry_at or {})
+        # Backfill reads the running jobs of known runtime: only when some job may be placed.
+        timed = timed_jobs(snap) if waiting else ()
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
-                        lost_since(snap), quota, preemption=preemption)
+                        lost_since(snap), quota, preemption=preemption, timed=timed,
+                        reservations=reservations or {})
 
     def preemption_view(self, snap: Snapshot, now: float, views: Sequence[JobView],
                         classes: Mapping[str, int], quota: QuotaView | None,
@@ -270,6 +276,7 @@ class ViewBuilder:
         try:
             demand = self.demand(job)
             elastic = el.elastic_of(job)
+            runtime = runtime_of(job, adapter)
         except InvalidJob as exc:  # checked before any quota or capacity is counted
             return replace(view, invalid=str(exc))
         if elastic is not None:  # asks for its max; the planner sizes it to what fits
@@ -280,7 +287,8 @@ class ViewBuilder:
         avoid = {wk.cluster for wk in view.evicting} | {
             name for name in (annotations.get(w.FAILOVER_AVOID) or "").split(",") if name}
         return replace(view, demand=demand, policy=policy, quota=quota,
-                        avoid=tuple(sorted(avoid)))
+                        avoid=tuple(sorted(avoid)),
+                        runtime=None if runtime is None else float(runtime))
 
     def _elastic_bound(self, view: JobView, job: Body, classes: Mapping[str, int]) -> JobView:
         """A running elastic job: its range, its demand at its placed size, and its quota

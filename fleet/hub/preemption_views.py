@@ -55,7 +55,7 @@ def running_jobs(snap: Snapshot, classes: Mapping[str, int],
         out.append(Running(
             quota_job.key, meta["namespace"], quota_job.priority,
             admitted or meta.get("creationTimestamp", ""),
-            tuple(_pods(snap.works_of(meta["uid"]), adapter)),
+            tuple(pods_of(snap.works_of(meta["uid"]), adapter)),
             quota_job.charge if holds else {}, leaf.key if holds and leaf else None,
             _elasticity(job, demand_of(job))))
     return out
@@ -76,7 +76,7 @@ def _elasticity(job: Mapping[str, Any], demand: JobDemand) -> Elasticity | None:
     return Elasticity(found.role, found.min, size, w.placement_of(job), dict(role.request))
 
 
-def _pods(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]:
+def pods_of(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Pod]:
     """Each reported pod of the job's Works that holds capacity, with its role's request;
     a pod whose role cannot be told is left out (never counted as freed)."""
     out = []

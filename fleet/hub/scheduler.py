@@ -31,7 +31,7 @@ from fleet.hub.views import cluster_view, heartbeat_of
 from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
 from planner import PassView, Plan, plan_pass
-from planner.view import Hold, Stage
+from planner.view import Hold, Reservation, Stage
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
@@ -67,6 +67,7 @@ class Scheduler:
         # when to plan again for a job that had no plan. The planner itself keeps nothing.
         self._holds: Mapping[str, Hold] = {}
         self._retry_at: Mapping[str, float] = {}
+        self._reservations: Mapping[str, Reservation] = {}  # backfill: the head's, by uid
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
 
     def run(self, stop: threading.Event) -> None:
@@ -112,6 +113,7 @@ class Scheduler:
         plan = plan_pass(view)
         observe_plan(plan, time.perf_counter() - started)
         self._holds, self._retry_at = plan.holds, plan.retry_at
+        self._reservations = plan.reservations
         ctx = PassContext(snap, now, looked)
         self.mirror(view, ctx)
         self.writer.write(plan.intents, ctx)
@@ -148,7 +150,7 @@ class Scheduler:
             snap, now, stamp or now_text(), jobs, clusters, assumed,
             lambda job, exc: self.writer.failures.failed(q.job_key(job),
                                                          "job skipped this pass", exc),
-            self._holds, self._retry_at)
+            self._holds, self._retry_at, self._reservations)
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes

@@ -31,6 +31,7 @@ from fleet.hub.pass_view import leaf_queue_names, work_key
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter
+from planner.backfill import KEPT_BACK, RESERVED
 from planner.intents import (
     Bind,
     Dispatch,
@@ -228,6 +229,9 @@ class Writer:
             if bind.sized:
                 self.dispatcher.event(bound, "Resized", bind.sized)
             self.dispatcher.event(bound, "ScheduleBindingSucceed", bind.reason)
+            if bind.backfill:
+                metrics.DECISIONS.labels("backfilled").inc()
+                self.dispatcher.event(bound, "Backfilled", bind.backfill)
             self.write_status(bound, adapter, adapter.bound_status(
                 bound.get("status"), list(bind.clusters), bind.reason, now_text()))
             log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
@@ -357,6 +361,8 @@ class Writer:
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
         status["queue"] = shown
         self.write_status(job, adapter, status)
+        if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:
+            self.dispatcher.event(job, why.reason, why.message)  # once as it starts
 
     def publish_queues(self, report: QueueReport, ctx: PassContext) -> None:
         tree = q.active_tree(ctx.snap)

@@ -153,6 +153,19 @@ class KindAdapter:
         value = ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished")
         return None if value is None else int(value)
 
+    def active_deadline(self, body: Mapping[str, Any]) -> int | None:
+        """``runPolicy.activeDeadlineSeconds`` (Kubeflow and T9k alike), if set: the longest
+        the job runs once started. Checked against its bound (raises InvalidJob): the CRD
+        states it, but an object stored under an older CRD never met it."""
+        value = ((body.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not 1 <= value <= limits.MAX_SECONDS:
+            raise InvalidJob(f"spec.runPolicy.activeDeadlineSeconds: {_short(value)} is not a "
+                             f"whole number of seconds in 1..{limits.MAX_SECONDS}")
+        return value
+
     def is_finished(self, body: Mapping[str, Any]) -> bool:
         return self.finished(body.get("status"))
 

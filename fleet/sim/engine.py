@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from fleet.sim.trace import Gang, Node, Trace
 from planner import PassView, plan_pass
 from planner.intents import Bind, Requeue
-from planner.view import JobView, PolicyView, QuotaView, Stage
+from planner.view import JobView, PolicyView, QuotaView, Stage, TimedJob
+from preemption.model import Pod
 from propagation.resources import Resources
 from propagation.views import (
     ClusterView,
@@ -57,12 +58,16 @@ class Scenario:
     fit: str = "NodeAware"  # NodeAware, Summed or Reservation
     queue_policy: QueuePolicy = QueuePolicy.PRIORITY
     borrowing: bool = True
+    # Backfill: each gang's runtime (the trace's duration: a perfect estimate) is known, so
+    # the first gang that does not fit is reserved and shorter ones run before it.
+    backfill: bool = False
 
 
 @dataclass
 class Outcome:
     scenario: Scenario
     delays: dict[str, list[float]] = field(default_factory=dict)  # tenant -> start - arrival
+    by_gang: dict[str, float] = field(default_factory=dict)  # gang name -> start - arrival
     unstarted: int = 0
     stranded: int = 0
     preempted: int = 0
@@ -136,9 +141,11 @@ class Simulation:
         for free, model in zip(self.members[index], self.models[index], strict=True):
             key = (free[0], free[1], free[2], model)
             groups[key] = groups.get(key, 0) + 1
-        return ClusterView(f"c{index}", True, node_groups=tuple(
+        view = ClusterView(f"c{index}", True, node_groups=tuple(
             NodeGroup(n, Resources.of({"cpu": c, "memory": m, GPU: g}), ((MODEL_LABEL, model),))
             for (c, m, g, model), n in sorted(groups.items())))
+        return named_nodes(view, self.members[index], self.models[index]) \
+            if self.scenario.backfill else view
 
     def place(self, index: int, gang: Gang, count: int) -> list[int]:
         """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
@@ -233,6 +240,7 @@ class Simulation:
             if len(run.placed) == run.gang.replicas:
                 run.started = now
                 self.outcome.delays[run.gang.tenant].append(now - run.gang.arrival)
+                self.outcome.by_gang[run.gang.name] = now - run.gang.arrival
                 heapq.heappush(events, (now + run.gang.duration, next(self.seq), "finish",
                                         run.gang.name))
                 started += run.gang.gpus * run.gang.replicas
@@ -252,7 +260,8 @@ class Simulation:
                 node_requirements=model_requirement(gang.models)),))
             view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
                            quota=Job(key, gang.tenant, dict(demand.total), gang.priority,
-                                     created), priority=gang.priority)
+                                     created), priority=gang.priority,
+                           runtime=gang.duration if self.scenario.backfill else None)
             self._job_views[gang.name] = view
             self._gangs[key] = gang.name
         return view
@@ -275,7 +284,16 @@ class Simulation:
         return PassView(now, self.time_text(now),
                         tuple(self.job_view(g) for g in pending.values()), members, members,
                         quota=QuotaView(self.tree, holdings, self.queue_policies),
-                        scan_window=SCAN_WINDOW)
+                        scan_window=SCAN_WINDOW,
+                        timed=self.timed(running) if self.scenario.backfill else ())
+
+    def timed(self, running: dict[str, Running]) -> tuple[TimedJob, ...]:
+        """Started gangs, their ends known (a stranded one holds its nodes for as long as
+        nobody can say), each replica on the node the member put it."""
+        return tuple(TimedJob(self.key(run.gang), run.started, run.gang.duration, tuple(
+            Pod(f"c{run.cluster}", node_name(run.cluster, n), Resources.of(
+                {"cpu": run.gang.cpu, "memory": run.gang.memory, GPU: run.gang.gpus}))
+            for n in run.placed)) for run in running.values() if run.started is not None)
 
     def schedule(self, pending: dict[str, Gang], running: dict[str, Running],
                  admitted_at: dict[str, str], now: float,
@@ -324,8 +342,25 @@ class Simulation:
             self.outcome.stranded += 1
             return gang.gpus * len(nodes), 0
         self.outcome.delays[gang.tenant].append(now - gang.arrival)
+        self.outcome.by_gang[gang.name] = now - gang.arrival
         heapq.heappush(events, (now + gang.duration, next(self.seq), "finish", gang.name))
         return gang.gpus * len(nodes), gang.gpus * gang.replicas
+
+
+def node_name(cluster: int, node: int) -> str:
+    return f"c{cluster}-n{node}"
+
+
+def named_nodes(view: ClusterView, free: list[list[int]], models: list[str]) -> ClusterView:
+    """``view`` with each group naming its nodes (backfill frees a gang's nodes by name)."""
+    names: dict[tuple[int, int, int, str], list[str]] = {}
+    cluster = int(view.name[1:])
+    for n, (node, model) in enumerate(zip(free, models, strict=True)):
+        names.setdefault((node[0], node[1], node[2], model), []).append(node_name(cluster, n))
+    return ClusterView(view.name, True, node_groups=tuple(
+        NodeGroup(g.count, g.free, g.labels, tuple(names[(
+            g.free.get("cpu", 0), g.free.get("memory", 0), g.free.get(GPU, 0), g.labels[0][1])]))
+        for g in view.node_groups))
 
 
 def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
