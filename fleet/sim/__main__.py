@@ -12,17 +12,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fleet.sim.engine import Outcome, Scenario, Simulation, progress_bar, summary
+from fleet.sim import priorities
+from fleet.sim.engine import Outcome, Scenario, progress_bar, summary
 from fleet.sim.fragmentation import MODES, StudyConfig, VariantResult, study
+from fleet.sim.runs import Run, run_all
 from fleet.sim.study_report import study_json, study_plot, study_text
 from fleet.sim.trace import (
     DEFAULT_PODS,
     NODE_FILE,
-    Trace,
     TraceError,
     load,
     read_nodes,
@@ -38,26 +40,6 @@ SCENARIOS = (
     Scenario("node-aware, Block, borrow", queue_policy=QueuePolicy.BLOCK),
     Scenario("node-aware, Priority, no borrow", borrowing=False),
 )
-
-
-def private_delays(trace: Trace, tenant: str, share: int, preemption: bool = False
-                   ) -> list[float]:
-    """The tenant alone on a private cluster of its guarantee (nodes dealt until its GPUs),
-    with the same planner (priority preemption on or off)."""
-    nodes, gpus = [], 0
-    for node in trace.nodes:
-        if gpus >= share:
-            break
-        if node.gpus:
-            nodes.append(node)
-            gpus += node.gpus
-    own = Trace(tuple(nodes), tuple(g for g in trace.gangs if g.tenant == tenant), trace.rules)
-    label = f"private {tenant}{' preempting' if preemption else ''}"
-    sim = Simulation(own, Scenario(label, preemption=preemption), clusters=1,
-                     tenants=(tenant,), nodes=tuple(nodes), progress=progress_bar(label))
-    delays = sim.run().delays[tenant]
-    print(file=sys.stderr)
-    return delays
 
 
 def fmt(seconds: float) -> str:
@@ -122,6 +104,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--replay-pods", type=Path, default=None,
                         help=f"replay: the pod list to replay (default {DEFAULT_PODS})")
     parser.add_argument("--no-replay", action="store_true", help="the fragmentation study only")
+    parser.add_argument("--no-study", action="store_true", help="the replay only")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, choices=range(1, 65),
+                        metavar="1..64", help="replay: runs in this many processes at once "
+                        "(default: one per core)")
     defaults = StudyConfig()
     parser.add_argument("--study-repeats", type=int, default=defaults.repeats,
                         help="study: sampled workloads per variant (averaged)")
@@ -170,23 +156,20 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
     trace = load(args.trace, pods=args.replay_pods, limit=args.limit or None,
                  load_factor=args.load, inventory=args.inventory)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
-    outcomes = []
-    for scenario in SCENARIOS:
-        sim = Simulation(trace, scenario, clusters=args.clusters,
-                         progress=progress_bar(scenario.name))
-        outcomes.append(sim.run())
-        print(file=sys.stderr)
+    results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace),
+                      args.clusters, args.jobs)
+    outcomes = [results[Run(s)] for s in SCENARIOS]
     rows = [["scenario", "stranded", "preempted", "not started", "delay p50", "p90", "p99",
              "mean GPU alloc*"]]
     for o in outcomes:
         p50, p90, p99 = summary(o.all_delays())
         rows.append([o.scenario.name, str(o.stranded), str(o.preempted), str(o.unstarted),
                      fmt(p50), fmt(p90), fmt(p99), f"{o.allocation:.3f}"])
-    priority_text, priority = priority_table(trace, args, outcomes[0])
+    priority_rows, priority_entries = priorities.table(trace, results, fmt)
     text = (f"Delay replay: {trace.rules}\n\n{table(rows)}\n"
             "* GPUs held, averaged over the sped-up arrival window (which starts nearly idle):\n"
             "  a time-sharing figure, not the fragmentation measure above.\n\n"
-            f"{priority_text}\n\n{plot(outcomes, args.out)}\n")
+            f"{priorities.RULES}\n{table(priority_rows)}\n\n{plot(outcomes, args.out)}\n")
     return text, [{
         "scenario": o.scenario.name, "allocation": o.allocation,
         "useful_allocation": o.useful_allocation, "stranded": o.stranded,
@@ -194,84 +177,21 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
         "delay": dict(zip(("p50", "p90", "p99"), summary(o.all_delays()), strict=True)),
         "tenants": {t: dict(zip(("p50", "p90", "p99"), summary(d), strict=True))
                     for t, d in o.delays.items()},
-    } for o in outcomes] + priority
-
-
-# Tenant setups of the priority table: all four guaranteed (a quarter of the GPUs each), or
-# three guaranteed (a third each) and one opportunistic (HiveD's priority -1: no quota).
-SETUPS = (("4 guaranteed", ()), ("3 guaranteed + 1 opportunistic", ("tenant-3",)))
-
-
-def priority_table(trace: Trace, args: argparse.Namespace, base: Outcome
-                   ) -> tuple[str, list[dict[str, object]]]:
-    """Per tenant, node-aware Priority queues with borrowing: (a) today's planner without
-    priority preemption, (b) with it, (c) the tenant alone on a private cluster of its
-    guarantee with the same planner as (b) (HiveD's bar: (b) p99 no worse than (c) p99)."""
-    rows = [["setup", "tenant", "guarantee", "gangs", "(a) p50", "(a) p99", "(a) GPU alloc",
-             "(a) preempted", "(b) p50", "(b) p99", "(b) GPU alloc", "(b) preempted",
-             "(c) p50", "(c) p99", "(c) p99 w/o preemption", "bar: (b) p99 <= (c) p99"]]
-    entries: list[dict[str, object]] = []
-    for setup, opportunistic in SETUPS:
-        runs = []
-        for preemption in (False, True):
-            scenario = Scenario(f"{setup}, {'preemption' if preemption else 'no preemption'}",
-                                preemption=preemption, opportunistic=opportunistic)
-            if scenario.opportunistic == base.scenario.opportunistic and not preemption:
-                runs.append(base)  # today's run is (a) of the all-guaranteed setup
-                continue
-            runs.append(Simulation(trace, scenario, clusters=args.clusters,
-                                   progress=progress_bar(scenario.name)).run())
-            print(file=sys.stderr)
-        today, preempting = runs
-        for tenant in sorted(today.delays):
-            guarantee = today.guarantees[tenant]
-            private = private_delays(trace, tenant, guarantee, True) if guarantee else []
-            private_today = private_delays(trace, tenant, guarantee) if guarantee else []
-            a50, _, a99 = summary(today.delays[tenant])
-            b50, _, b99 = summary(preempting.delays[tenant])
-            c50, _, c99 = summary(private)
-            bar = "-" if not guarantee else "met" if b99 <= c99 else f"missed (+{fmt(b99 - c99)})"
-            rows.append([setup, tenant, f"{guarantee} GPUs" if guarantee else "opportunistic",
-                         str(len(preempting.delays[tenant])), fmt(a50), fmt(a99),
-                         f"{today.tenant_allocation(tenant):.3f}",
-                         str(today.tenant_preempted[tenant]), fmt(b50), fmt(b99),
-                         f"{preempting.tenant_allocation(tenant):.3f}",
-                         str(preempting.tenant_preempted[tenant]), fmt(c50), fmt(c99),
-                         fmt(summary(private_today)[2]), bar])
-            entries.append({"setup": setup, "tenant": tenant, "guarantee": guarantee, **{
-                f"{column}_{name}": value for column, outcome, delays in (
-                    ("a", today, today.delays[tenant]),
-                    ("b", preempting, preempting.delays[tenant]),
-                    ("c", None, private), ("c_without_preemption", None, private_today))
-                for name, value in (
-                    ("p50", summary(delays)[0]), ("p99", summary(delays)[2]),
-                    ("allocation", outcome.tenant_allocation(tenant) if outcome else None),
-                    ("preempted", outcome.tenant_preempted[tenant] if outcome else None))}})
-        rows.append([setup, "all", "", str(len(preempting.all_delays())),
-                     fmt(summary(today.all_delays())[0]), fmt(summary(today.all_delays())[2]),
-                     f"{today.allocation:.3f}", str(today.preempted),
-                     fmt(summary(preempting.all_delays())[0]),
-                     fmt(summary(preempting.all_delays())[2]), f"{preempting.allocation:.3f}",
-                     f"{preempting.preempted} ({preempting.priority_preemptions} plans)",
-                     "", "", "", ""])
-    text = ("Priorities and opportunistic tenants, per tenant (node-aware, Priority queues, "
-            "borrowing): (a) today's planner, no priority preemption; (b) the hub's priority "
-            "preemption; (c) the tenant alone on a private cluster of its guarantee, same "
-            "planner as (b) (HiveD's bar: no tenant's p99 in the shared fleet worse than "
-            "private). Delay = time queued (a preempted gang's waits added up); GPU alloc = "
-            "its GPUs held / the fleet's, over the arrival window; preempted = times its gangs "
-            "were victims (quota reclaim or priority).\n" + table(rows))
-    return text, entries
+    } for o in outcomes] + [{"priorities": priority_entries}]
 
 
 def main() -> int:
     args = arguments()
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        results = run_study(args)
-        study_section = (f"trace: {args.trace.name}\n\n{study_text(results, args.study, MODES)}"
-                         f"\n{study_plot(results, args.out)}\n\n")
-        entries = study_json(results, args.study, MODES)
+        if args.no_study:
+            study_section, entries = "Fragmentation study: skipped (--no-study)\n\n", {}
+        else:
+            results = run_study(args)
+            study_section = (f"trace: {args.trace.name}\n\n"
+                             f"{study_text(results, args.study, MODES)}"
+                             f"\n{study_plot(results, args.out)}\n\n")
+            entries = study_json(results, args.study, MODES)
         # the study's half of the report is written at once: the replay takes longer
         write(args.out, study_section + "Delay replay: running\n", entries, [])
         print(study_section, flush=True)

@@ -5,6 +5,7 @@ members and gangs; the two plans must be equal, intent for intent."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -281,7 +282,7 @@ def from_trace(every: int = 25, most: int = 6) -> list[tuple[str, State]]:
     """Moments of a replay of the trace's first pods: each ``every``-th pass with gangs
     waiting, and the first ``most`` passes that preempt by priority (gangs without a
     GPU-model constraint: the hub does not read one yet)."""
-    trace = load(TRACE, limit=250, load_factor=0.9, inventory=0.25)
+    trace = load(TRACE, limit=250, load_factor=0.9, inventory=0.02)  # contended: preempts
     gangs = tuple(g for g in trace.gangs if not g.models)
     sim = Simulation(Trace(trace.nodes, gangs, trace.rules), TRACE_SCENARIO, clusters=4,
                      time_text=text)
@@ -289,14 +290,23 @@ def from_trace(every: int = 25, most: int = 6) -> list[tuple[str, State]]:
     schedule, passes = sim.schedule, [0]
 
     def moment(pending: dict[str, Gang], running: dict[str, Running],
-               admitted_at: dict[str, str], now: float) -> State:
-        copy = Simulation(Trace(trace.nodes, gangs, trace.rules), TRACE_SCENARIO,
-                          clusters=4, time_text=text)
-        copy.members.free = [[list(free) for free in member] for member in sim.members.free]
-        copy.members.refresh()
-        copy.holds, copy.retry_at = dict(sim.holds), dict(sim.retry_at)
-        copy.gangs.preempted_by = dict(sim.gangs.preempted_by)
-        return State(copy, dict(pending), dict(running), dict(admitted_at), now)
+               admitted_at: dict[str, str], now: float) -> Callable[[], State]:
+        """What is needed to rebuild this moment (a simulation is built only for the ones
+        kept)."""
+        free = [[list(node) for node in member] for member in sim.members.free]
+        holds, retry_at = dict(sim.holds), dict(sim.retry_at)
+        preempted_by = dict(sim.gangs.preempted_by)
+        state = State(sim, dict(pending), dict(running), dict(admitted_at), now)
+
+        def build() -> State:
+            copy = Simulation(Trace(trace.nodes, gangs, trace.rules), TRACE_SCENARIO,
+                              clusters=4, time_text=text)
+            copy.members.free = free
+            copy.members.refresh()
+            copy.holds, copy.retry_at = holds, retry_at
+            copy.gangs.preempted_by = preempted_by
+            return replace(state, sim=copy)
+        return build
 
     def watched(pending: dict[str, Gang], running: dict[str, Running],
                 admitted_at: dict[str, str], now: float, events: list[Event]) -> None:
@@ -313,7 +323,7 @@ def from_trace(every: int = 25, most: int = 6) -> list[tuple[str, State]]:
             counts["preempting"] += 1
         else:
             return
-        taken.append((f"trace-pass-{passes[0]}", before))
+        taken.append((f"trace-pass-{passes[0]}", before()))
 
     counts = {"regular": 0, "preempting": 0}
     sim.schedule = watched  # type: ignore[method-assign]
