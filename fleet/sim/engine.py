@@ -37,7 +37,7 @@ from planner.view import Hold, PolicyView, PreemptionView, QuotaView
 from preemption.model import Running as Victim
 from propagation.views import ClusterView, FitMode, PlacementRules
 from quota.amounts import MAX_JOBS
-from quota.engine import Holding, QueuePolicy
+from quota.engine import QueuePolicy
 from quota.tree import QuotaNode, leaves_by_namespace
 
 __all__ = ["GPU", "Event", "Outcome", "Running", "Scenario", "Simulation", "node_name"]
@@ -231,7 +231,7 @@ class Simulation:
         """What the hub would see now: the waiting gangs, the members' free nodes (reported
         at once: nothing is assumed), the quota held by the running ones and, with
         preemption, the running gangs' replicas on their nodes."""
-        holdings = tuple(Holding(self.gangs.quota(run.gang), admitted_at[name])
+        holdings = tuple(self.gangs.holding(run.gang, admitted_at[name])
                          for name, run in running.items())
         members = {view.name: view for view in self.views}
         jobs = tuple(self.gangs.job(g) for g in pending.values())

@@ -14,7 +14,7 @@ from preemption.model import Pod
 from preemption.model import Running as Victim
 from propagation.resources import Resources
 from propagation.views import JobDemand, NodeLabelIn, Role
-from quota.engine import Job
+from quota.engine import Holding, Job
 from quota.priority import OPPORTUNISTIC_PRIORITY, is_opportunistic
 
 KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
@@ -35,6 +35,7 @@ class GangViews:
         self.names: dict[str, str] = {}  # job key -> gang name
         self._jobs: dict[str, JobView] = {}
         self._victims: dict[str, tuple[int, Victim]] = {}  # gang -> (replicas placed, view)
+        self._holdings: dict[str, Holding] = {}
 
     def priority(self, gang: Gang) -> int:
         """The gang's priority: an opportunistic tenant's gangs all run at HiveD's -1."""
@@ -66,6 +67,13 @@ class GangViews:
         job = self.job(gang).quota
         assert job is not None  # every simulated gang is queued
         return job
+
+    def holding(self, gang: Gang, admitted: str) -> Holding:
+        """The quota a running gang holds (kept while it runs: each pass reads them all)."""
+        known = self._holdings.get(gang.name)
+        if known is None or known.admitted != admitted:
+            known = self._holdings[gang.name] = Holding(self.quota(gang), admitted)
+        return known
 
     def victim(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> Victim:
         """A running gang: its placed replicas on their named nodes, and the quota it holds

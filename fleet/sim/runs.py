@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from fleet.sim.engine import Outcome, Scenario, Simulation, progress_bar
@@ -19,6 +19,11 @@ class Run:
     scenario: Scenario
     tenant: str = ""  # set: this tenant alone on a private cluster of ``share`` GPUs
     share: int = 0
+
+    @property
+    def key(self) -> tuple[Scenario, str, int]:
+        """What decides the outcome: runs that differ only in their scenario's name are one."""
+        return replace(self.scenario, name=""), self.tenant, self.share
 
     @property
     def label(self) -> str:
@@ -52,15 +57,17 @@ def replay(trace: Trace, run: Run, clusters: int, progress: bool = False) -> Out
 
 
 def run_all(trace: Trace, runs: Sequence[Run], clusters: int, jobs: int) -> dict[Run, Outcome]:
-    """Every run once (duplicates share one), in ``jobs`` processes."""
-    unique = list(dict.fromkeys(runs))
+    """Every run's outcome; runs that decide alike are replayed once, in ``jobs`` processes
+    (the shared fleet's first: they take longest)."""
+    unique = list({run.key: run for run in sorted(runs, key=lambda r: bool(r.tenant))}.values())
+    done: dict[tuple[Scenario, str, int], Outcome] = {}
     if jobs <= 1 or len(unique) <= 1:
-        return {run: replay(trace, run, clusters, progress=True) for run in unique}
-    out: dict[Run, Outcome] = {}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for done, (run, outcome) in enumerate(zip(unique, pool.map(
-                partial(replay, trace, clusters=clusters), unique), strict=True), start=1):
-            out[run] = outcome
-            print(f"[simulate] replayed {run.label} ({done}/{len(unique)})", file=sys.stderr,
-                  flush=True)
-    return out
+        done = {run.key: replay(trace, run, clusters, progress=True) for run in unique}
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for count, (run, outcome) in enumerate(zip(unique, pool.map(
+                    partial(replay, trace, clusters=clusters), unique), strict=True), start=1):
+                done[run.key] = outcome
+                print(f"[simulate] replayed {run.label} ({count}/{len(unique)})",
+                      file=sys.stderr, flush=True)
+    return {run: done[run.key] for run in runs}
