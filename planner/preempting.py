@@ -8,12 +8,12 @@ with the view and goes out with the plan; times are the view's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.elastic import shrunk_shares
 from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
-from planner.view import Hold, JobView, PassView, PreemptionView
+from planner.view import Hold, JobView, PassView, PreemptionView, Stage
 from preemption.model import Outcome, Preemptor, Running
 from preemption.planner import plan as plan_preemption
 from preemption.quota_limits import quota_limits
@@ -21,6 +21,15 @@ from propagation.division import with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass
 from quota.tree import leaves_by_namespace
+
+
+def may_plan(jobs: Iterable[JobView], floor: int, retry_at: Mapping[str, float],
+             now: float) -> bool:
+    """Whether some waiting job may plan a preemption this pass (above the lowest priority,
+    not itself preempted, not told a moment ago that there is no plan): only then does the
+    view need the running jobs, which cost a walk over every job to build."""
+    return any(j.stage is Stage.WAITING and j.priority > floor and not j.preempted_by
+               and retry_at.get(j.uid, 0.0) <= now for j in jobs)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_ru
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from planner.elastic import count, with_count
+from planner.preempting import may_plan
 from planner.view import (
     FailoverSettings,
     Hold,
@@ -239,10 +240,8 @@ class ViewBuilder:
         may plan a preemption this pass: above the lowest priority, not itself preempted,
         not told a moment ago that there is no plan."""
         floor = pv.lowest_priority(classes)
-        planning = any(v.stage is Stage.WAITING and v.priority > floor and not v.preempted_by
-                       and retry_at.get(v.uid, 0.0) <= now for v in views)
         running: tuple[Running, ...] = ()
-        if planning:
+        if may_plan(views, floor, retry_at, now):
             leaves = leaves_by_namespace(quota.root) if quota is not None else {}
             running = tuple(pv.running_jobs(snap, classes, leaves, self.placed_demand))
         return PreemptionView(running, floor, holds, retry_at, PREEMPTION_PLANS_PER_PASS,

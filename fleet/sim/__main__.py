@@ -3,7 +3,8 @@ GPU cluster trace. First the trace paper's fragmentation study on every pod-list
 left unallocated as the fleet fills, node-aware vs summed fit); then a replay of the variant
 with timestamps on a virtual clock: summed vs node-aware vs reservation fit, Priority vs Block
 queues, borrowing on vs off, each tenant's queueing delay against a private cluster of its
-guarantee.
+guarantee: today's planner against priority preemption, with guaranteed and opportunistic
+tenants.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fleet.sim.engine import Outcome, Scenario, Simulation, progress_bar, summary
+from fleet.sim import priorities
+from fleet.sim.engine import Outcome, Scenario, progress_bar, summary
 from fleet.sim.fragmentation import MODES, StudyConfig, VariantResult, study
+from fleet.sim.runs import Run, run_all
 from fleet.sim.study_report import study_json, study_plot, study_text
 from fleet.sim.trace import (
     DEFAULT_PODS,
@@ -60,21 +64,6 @@ def backfill_rows(trace: Trace, outcomes: list[Outcome]) -> tuple[int, list[list
         rows.append([o.scenario.name, str(len(mine)), fmt(b50), fmt(b99), fmt(o50), fmt(o99),
                      fmt(summary(o.all_delays())[2]), f"{o.allocation:.3f}"])
     return threshold, rows
-
-
-def private_delays(trace: Trace, tenant: str, share: int) -> list[float]:
-    """The tenant alone on a private cluster of its guarantee (nodes dealt until its GPUs)."""
-    nodes, gpus = [], 0
-    for node in trace.nodes:
-        if gpus >= share:
-            break
-        if node.gpus:
-            nodes.append(node)
-            gpus += node.gpus
-    own = Trace(tuple(nodes), tuple(g for g in trace.gangs if g.tenant == tenant), trace.rules)
-    sim = Simulation(own, Scenario(f"private {tenant}"), clusters=1, tenants=(tenant,),
-                     nodes=tuple(nodes), progress=progress_bar(f"private {tenant}"))
-    return sim.run().delays[tenant]
 
 
 def fmt(seconds: float) -> str:
@@ -139,6 +128,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--replay-pods", type=Path, default=None,
                         help=f"replay: the pod list to replay (default {DEFAULT_PODS})")
     parser.add_argument("--no-replay", action="store_true", help="the fragmentation study only")
+    parser.add_argument("--no-study", action="store_true", help="the replay only")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, choices=range(1, 65),
+                        metavar="1..64", help="replay: runs in this many processes at once "
+                        "(default: one per core)")
     defaults = StudyConfig()
     parser.add_argument("--study-repeats", type=int, default=defaults.repeats,
                         help="study: sampled workloads per variant (averaged)")
@@ -187,37 +180,23 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
     trace = load(args.trace, pods=args.replay_pods, limit=args.limit or None,
                  load_factor=args.load, inventory=args.inventory)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
-    outcomes = []
-    for scenario in SCENARIOS:
-        sim = Simulation(trace, scenario, clusters=args.clusters,
-                         progress=progress_bar(scenario.name))
-        outcomes.append(sim.run())
-        print(file=sys.stderr)
+    results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace),
+                      args.clusters, args.jobs)
+    outcomes = [results[Run(s)] for s in SCENARIOS]
     rows = [["scenario", "stranded", "preempted", "not started", "delay p50", "p90", "p99",
              "mean GPU alloc*"]]
     for o in outcomes:
         p50, p90, p99 = summary(o.all_delays())
         rows.append([o.scenario.name, str(o.stranded), str(o.preempted), str(o.unstarted),
                      fmt(p50), fmt(p90), fmt(p99), f"{o.allocation:.3f}"])
-    base = outcomes[0]
-    share = base.total_gpus // max(1, len(base.delays))
-    tenant_rows = [["tenant", "gangs", "shared p50", "shared p99", f"private ({share} GPUs) p50",
-                    "private p99"]]
-    for tenant, delays in sorted(base.delays.items()):
-        own = private_delays(trace, tenant, share)
-        print(file=sys.stderr)
-        s50, _, s99 = summary(delays)
-        p50, _, p99 = summary(own)
-        tenant_rows.append([tenant, str(len(delays)), fmt(s50), fmt(s99), fmt(p50), fmt(p99)])
+    priority_rows, priority_entries = priorities.table(trace, results, fmt)
     threshold, big_rows = backfill_rows(trace, outcomes)
     text = (f"Delay replay: {trace.rules}\n\n{table(rows)}\n"
             "* GPUs held, averaged over the sped-up arrival window (which starts nearly idle):\n"
             "  a time-sharing figure, not the fragmentation measure above.\n\n"
             f"backfill (runtimes known: the trace's durations), big gangs = larger than the "
             f"median gang (>= {threshold} GPUs):\n{table(big_rows)}\n\n"
-            f"per tenant, node-aware Priority with borrowing vs a private cluster of its "
-            f"guarantee (HiveD's VC-safety check):\n{table(tenant_rows)}\n\n"
-            f"{plot(outcomes, args.out)}\n")
+            f"{priorities.RULES}\n{table(priority_rows)}\n\n{plot(outcomes, args.out)}\n")
     return text, [{
         "scenario": o.scenario.name, "allocation": o.allocation,
         "useful_allocation": o.useful_allocation, "stranded": o.stranded,
@@ -225,17 +204,21 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
         "delay": dict(zip(("p50", "p90", "p99"), summary(o.all_delays()), strict=True)),
         "tenants": {t: dict(zip(("p50", "p90", "p99"), summary(d), strict=True))
                     for t, d in o.delays.items()},
-    } for o in outcomes]
+    } for o in outcomes] + [{"priorities": priority_entries}]
 
 
 def main() -> int:
     args = arguments()
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        results = run_study(args)
-        study_section = (f"trace: {args.trace.name}\n\n{study_text(results, args.study, MODES)}"
-                         f"\n{study_plot(results, args.out)}\n\n")
-        entries = study_json(results, args.study, MODES)
+        if args.no_study:
+            study_section, entries = "Fragmentation study: skipped (--no-study)\n\n", {}
+        else:
+            results = run_study(args)
+            study_section = (f"trace: {args.trace.name}\n\n"
+                             f"{study_text(results, args.study, MODES)}"
+                             f"\n{study_plot(results, args.out)}\n\n")
+            entries = study_json(results, args.study, MODES)
         # the study's half of the report is written at once: the replay takes longer
         write(args.out, study_section + "Delay replay: running\n", entries, [])
         print(study_section, flush=True)

@@ -4,6 +4,12 @@ and each member's scheduler placing replicas node by node. The simulator builds 
 planner's view from its simulated members and applies the planner's intents to them; it
 makes no decision of its own, so what it reports is what the hub would decide.
 
+With priority preemption on (as the hub runs it), the simulated members report their nodes by
+name and the running gangs' replicas on them, so the planner's preemption intents name the
+victims whose removal frees nodes for the preemptor; the simulator requeues them (their place
+in the queue kept: it is their priority and arrival) and carries the capacity held for the
+preemptor from one pass to the next, as the hub's shell does.
+
 In node-aware (and reservation) mode the hub's decision is made on the same node-level state
 the member schedules on, so a gang it places always starts. In summed mode the hub sees only
 each member's summed free capacity; replicas that then fit no node wait on the member while
@@ -21,30 +27,24 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fleet.sim.gangs import GangViews
+from fleet.sim.members import GPU, Members, cluster_name, node_name
 from fleet.sim.trace import Gang, Node, Trace
 from planner import PassView, plan_pass
-from planner.intents import Bind, Requeue
-from planner.view import JobView, PolicyView, QuotaView, Stage, TimedJob
+from planner.intents import Bind, Preempt, Requeue
+from planner.preempting import may_plan
+from planner.view import Hold, PolicyView, PreemptionView, QuotaView, TimedJob
 from preemption.model import Pod
+from preemption.model import Running as Victim
 from propagation.resources import Resources
-from propagation.views import (
-    ClusterView,
-    FitMode,
-    JobDemand,
-    NodeGroup,
-    NodeLabelIn,
-    PlacementRules,
-    Role,
-)
+from propagation.views import ClusterView, FitMode, PlacementRules
 from quota.amounts import MAX_JOBS
-from quota.engine import Holding, Job, QueuePolicy
-from quota.tree import QuotaNode
+from quota.engine import QueuePolicy
+from quota.tree import QuotaNode, leaves_by_namespace
 
-GPU = "nvidia.com/gpu"
-MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
+__all__ = ["GPU", "Event", "Outcome", "Running", "Scenario", "Simulation", "node_name"]
 SCAN_WINDOW = 50  # a pass stops after this many waiting gangs in a row (bounds its cost)
 MAX_PASSES_AT_ONCE = 8  # passes at one instant (each preemption frees quota for the next)
-KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
 
 
 def stamp(seconds: float) -> str:
@@ -58,6 +58,10 @@ class Scenario:
     fit: str = "NodeAware"  # NodeAware, Summed or Reservation
     queue_policy: QueuePolicy = QueuePolicy.PRIORITY
     borrowing: bool = True
+    preemption: bool = False  # priority preemption, as the hub plans it (planner/preempting)
+    # Tenants whose gangs are opportunistic (HiveD's priority -1: no quota, idle GPUs only);
+    # the others share the fleet's GPUs as equal guarantees (their quota min).
+    opportunistic: tuple[str, ...] = ()
     # Backfill: each gang's runtime (the trace's duration: a perfect estimate) is known, so
     # the first gang that does not fit is reserved and shorter ones run before it.
     backfill: bool = False
@@ -66,16 +70,20 @@ class Scenario:
 @dataclass
 class Outcome:
     scenario: Scenario
-    delays: dict[str, list[float]] = field(default_factory=dict)  # tenant -> start - arrival
-    by_gang: dict[str, float] = field(default_factory=dict)  # gang name -> start - arrival
+    delays: dict[str, list[float]] = field(default_factory=dict)  # tenant -> time queued
+    by_gang: dict[str, float] = field(default_factory=dict)  # gang name -> time queued
     unstarted: int = 0
     stranded: int = 0
-    preempted: int = 0
+    preempted: int = 0  # victims: reclaimed for quota or preempted by priority
     gpu_seconds: float = 0.0  # GPUs allocated (held) integrated over time
     useful_gpu_seconds: float = 0.0  # GPUs of started gangs only
     span: float = 0.0
     total_gpus: int = 0
     timeline: list[tuple[float, float]] = field(default_factory=list)
+    guarantees: dict[str, int] = field(default_factory=dict)  # tenant -> quota min GPUs
+    tenant_gpu_seconds: dict[str, float] = field(default_factory=dict)
+    tenant_preempted: dict[str, int] = field(default_factory=dict)  # victims per tenant
+    priority_preemptions: int = 0  # Preempt intents carried out
 
     @property
     def allocation(self) -> float:
@@ -84,6 +92,11 @@ class Outcome:
     @property
     def useful_allocation(self) -> float:
         return self.useful_gpu_seconds / (self.total_gpus * self.span) if self.span else 0.0
+
+    def tenant_allocation(self, tenant: str) -> float:
+        """The tenant's GPUs held, as a share of the fleet's, over the arrival window."""
+        seconds = self.tenant_gpu_seconds.get(tenant, 0.0)
+        return seconds / (self.total_gpus * self.span) if self.span else 0.0
 
     def all_delays(self) -> list[float]:
         return [d for ds in self.delays.values() for d in ds]
@@ -102,6 +115,10 @@ class Running:
     cluster: int
     placed: list[int]  # node index of each placed replica
     started: float | None  # None while stranded (replicas still waiting on the member)
+    finish: int = -1  # the sequence number of its finish event (a requeued run's is stale)
+
+
+Event = tuple[float, int, str, str]
 
 
 class Simulation:
@@ -110,262 +127,211 @@ class Simulation:
                  progress: Callable[[float], None] | None = None,
                  time_text: Callable[[float], str] = stamp) -> None:
         self.trace, self.scenario = trace, scenario
-        chosen = nodes if nodes is not None else trace.nodes
-        self.members: list[list[list[int]]] = [[] for _ in range(clusters)]  # free per node
-        self.models: list[list[str]] = [[] for _ in range(clusters)]  # GPU model per node
-        for i, node in enumerate(chosen):
-            self.members[i % clusters].append([node.cpu, node.memory, node.gpus])
-            self.models[i % clusters].append(node.model)
-        self.total_gpus = sum(n.gpus for n in chosen)
+        self.members = Members(nodes if nodes is not None else trace.nodes, clusters)
+        self.total_gpus = self.members.total_gpus
         names = tenants or tuple(sorted({g.tenant for g in trace.gangs}))
-        share = self.total_gpus // max(1, len(names))
-        self.tree = QuotaNode("root", min={GPU: self.total_gpus}, max={GPU: self.total_gpus},
-                              children=tuple(QuotaNode(
-                                  t, min={GPU: share},
-                                  max={GPU: self.total_gpus if scenario.borrowing else share,
-                                       MAX_JOBS: 10**9}, namespaces=(t,)) for t in names))
+        self.tree = quota_tree(names, self.total_gpus, scenario)
         self.progress = progress
         self.seq = itertools.count(10**9)  # event order among equal times
         self.queue_policies = {f"root/{t}": scenario.queue_policy for t in names}
         mode = FitMode.SUMMED if scenario.fit == "Summed" else FitMode.NODE_AWARE
         self.policy = PolicyView("simulated", PlacementRules(fit_mode=mode), queues=True)
         self.time_text = time_text
-        self._job_views: dict[str, JobView] = {}
-        self._gangs: dict[str, str] = {}  # job key -> gang name
-        self.outcome = Outcome(scenario, {t: [] for t in names}, total_gpus=self.total_gpus)
-        self.views = [self.view(i) for i in range(clusters)]
+        leaves = {ns: leaf.key for ns, leaf in leaves_by_namespace(self.tree).items()}
+        self.gangs = GangViews(self.policy, time_text, scenario.opportunistic, leaves,
+                               runtimes=scenario.backfill)
+        # The lowest priority a job can have (the hub's: its lowest PriorityClass, or 0).
+        self.floor = min(0, *(self.gangs.priority(g) for g in trace.gangs)) \
+            if trace.gangs else 0
+        # What the last plan left for the next pass (the hub's shell keeps the same).
+        self.holds: dict[str, Hold] = {}
+        self.retry_at: dict[str, float] = {}
+        self.queued_since: dict[str, float] = {}  # gang -> when it last started to wait
+        self.waited: dict[str, float] = {}  # gang -> time queued before its current run
+        self.held = dict.fromkeys(names, 0)  # tenant -> GPUs its gangs hold now
+        self.useful = 0  # GPUs of started gangs now
+        self.outcome = Outcome(scenario, {t: [] for t in names}, total_gpus=self.total_gpus,
+                               guarantees={c.name: c.min[GPU] for c in self.tree.children},
+                               tenant_gpu_seconds=dict.fromkeys(names, 0.0),
+                               tenant_preempted=dict.fromkeys(names, 0))
 
-    # -- state ------------------------------------------------------------------------
-    def view(self, index: int) -> ClusterView:
-        groups: dict[tuple[int, int, int, str], int] = {}
-        for free, model in zip(self.members[index], self.models[index], strict=True):
-            key = (free[0], free[1], free[2], model)
-            groups[key] = groups.get(key, 0) + 1
-        view = ClusterView(f"c{index}", True, node_groups=tuple(
-            NodeGroup(n, Resources.of({"cpu": c, "memory": m, GPU: g}), ((MODEL_LABEL, model),))
-            for (c, m, g, model), n in sorted(groups.items())))
-        return named_nodes(view, self.members[index], self.models[index]) \
-            if self.scenario.backfill else view
+    @property
+    def views(self) -> list[ClusterView]:
+        return self.members.views
 
     def place(self, index: int, gang: Gang, count: int) -> list[int]:
-        """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
-        on nodes of a GPU model the gang accepts."""
-        placed = []
-        models = self.models[index]
-        for _ in range(count):
-            best, best_left = -1, None
-            for n, free in enumerate(self.members[index]):
-                if gang.models and models[n] not in gang.models:
-                    continue
-                if free[0] >= gang.cpu and free[1] >= gang.memory and free[2] >= gang.gpus:
-                    left = (free[2] - gang.gpus, free[0] - gang.cpu)
-                    if best_left is None or left < best_left:
-                        best, best_left = n, left
-            if best < 0:
-                break
-            free = self.members[index][best]
-            free[0] -= gang.cpu
-            free[1] -= gang.memory
-            free[2] -= gang.gpus
-            placed.append(best)
+        placed = self.members.place(index, gang, count)
+        self.held[gang.tenant] += gang.gpus * len(placed)
         return placed
 
     def free(self, run: Running) -> None:
-        for n in run.placed:
-            free = self.members[run.cluster][n]
-            free[0] += run.gang.cpu
-            free[1] += run.gang.memory
-            free[2] += run.gang.gpus
-        self.views[run.cluster] = self.view(run.cluster)
+        self.members.release(run.cluster, run.gang, run.placed)
+        self.held[run.gang.tenant] -= run.gang.gpus * len(run.placed)
+        if run.started is not None:
+            self.useful -= run.gang.gpus * run.gang.replicas
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> Outcome:
         gangs = sorted(self.trace.gangs, key=lambda g: (g.arrival, g.name))
-        events: list[tuple[float, int, str, str]] = []
+        events: list[Event] = []
         by_name = {g.name: g for g in gangs}
         for seq, gang in enumerate(gangs):
             heapq.heappush(events, (gang.arrival, seq, "arrive", gang.name))
-        seq = len(gangs)
         pending: dict[str, Gang] = {}
         running: dict[str, Running] = {}
         admitted_at: dict[str, str] = {}
         start = gangs[0].arrival if gangs else 0.0
         end = max((g.arrival for g in gangs), default=0.0)
-        clock, allocated, useful = start, 0, 0
+        clock = start
         done = 0
+        out = self.outcome
         while events:
-            now, _, kind, name = heapq.heappop(events)
+            now, seq, kind, name = heapq.heappop(events)
             # allocation is measured over the arrival window, not the drain after it
             window = max(0.0, min(now, end) - min(clock, end))
-            self.outcome.gpu_seconds += allocated * window
-            self.outcome.useful_gpu_seconds += useful * window
+            if window:
+                for tenant, gpus in self.held.items():
+                    out.tenant_gpu_seconds[tenant] += gpus * window
+                out.gpu_seconds += sum(self.held.values()) * window
+                out.useful_gpu_seconds += self.useful * window
             clock = now
             if kind == "arrive":
                 pending[name] = by_name[name]
-            elif kind == "finish" and name in running and running[name].started is not None:
+                self.queued_since[name] = now
+            elif kind == "finish" and name in running and running[name].finish == seq:
                 run = running.pop(name)
                 self.free(run)
-                allocated -= run.gang.gpus * run.gang.replicas
-                useful -= run.gang.gpus * run.gang.replicas
                 admitted_at.pop(name, None)
+                out.by_gang[name] = self.waited.pop(name, 0.0)
+                out.delays[run.gang.tenant].append(out.by_gang[name])
                 done += 1
-                more, started_now = self.retry_stranded(run.cluster, running, now, events)
-                allocated += more
-                useful += started_now
-            placed_gpus, started_gpus, seq = self.schedule(pending, running, admitted_at, now,
-                                                           events, seq)
-            allocated += placed_gpus
-            useful += started_gpus
+                self.retry_stranded(run.cluster, running, now, events)
+            self.schedule(pending, running, admitted_at, now, events)
             if now <= end:  # the plot shows the arrival window, not the drain after it
-                self.outcome.timeline.append((now, allocated / max(1, self.total_gpus)))
+                out.timeline.append((now, sum(self.held.values()) / max(1, self.total_gpus)))
             if self.progress and done % 200 == 0:
                 self.progress(min(1.0, (now - start) / max(1.0, end - start)))
-        self.outcome.span = end - start
-        self.outcome.unstarted = len(pending) + sum(1 for r in running.values()
-                                                    if r.started is None)
-        return self.outcome
+        out.span = end - start
+        out.unstarted = len(pending) + sum(1 for r in running.values() if r.started is None)
+        return out
+
+    def started(self, run: Running, now: float, events: list[Event]) -> None:
+        """Every replica of the gang is placed: it runs, and its finish is due."""
+        run.started = now
+        self.useful += run.gang.gpus * run.gang.replicas
+        self.waited[run.gang.name] = self.waited.get(run.gang.name, 0.0) + now - \
+            self.queued_since.pop(run.gang.name, now)
+        run.finish = next(self.seq)
+        heapq.heappush(events, (now + run.gang.duration, run.finish, "finish", run.gang.name))
 
     def retry_stranded(self, cluster: int, running: dict[str, Running], now: float,
-                       events: list[tuple[float, int, str, str]]) -> tuple[int, int]:
-        """Freed capacity on a member first goes to its stranded gangs' waiting replicas:
-        returns the GPUs newly placed and the GPUs of gangs that could start."""
-        placed = started = 0
+                       events: list[Event]) -> None:
+        """Freed capacity on a member first goes to its stranded gangs' waiting replicas."""
         for run in sorted(running.values(), key=lambda r: r.gang.arrival):
             if run.cluster != cluster or run.started is not None:
                 continue
-            more = self.place(cluster, run.gang, run.gang.replicas - len(run.placed))
-            run.placed += more
-            placed += run.gang.gpus * len(more)
-            self.views[cluster] = self.view(cluster)
+            run.placed += self.place(cluster, run.gang, run.gang.replicas - len(run.placed))
             if len(run.placed) == run.gang.replicas:
-                run.started = now
-                self.outcome.delays[run.gang.tenant].append(now - run.gang.arrival)
-                self.outcome.by_gang[run.gang.name] = now - run.gang.arrival
-                heapq.heappush(events, (now + run.gang.duration, next(self.seq), "finish",
-                                        run.gang.name))
-                started += run.gang.gpus * run.gang.replicas
-        return placed, started
-
-    def key(self, gang: Gang) -> str:
-        """The gang's job key, as the hub would name a PyTorchJob in the tenant's namespace."""
-        return f"{KIND}/{gang.tenant}/{gang.name}"
-
-    def job_view(self, gang: Gang) -> JobView:
-        """The gang as the planner sees a waiting job (built once per gang)."""
-        view = self._job_views.get(gang.name)
-        if view is None:
-            key, created = self.key(gang), self.time_text(gang.arrival)
-            demand = JobDemand(key, (Role("Worker", gang.replicas, Resources.of(
-                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
-                node_requirements=model_requirement(gang.models)),))
-            view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
-                           quota=Job(key, gang.tenant, dict(demand.total), gang.priority,
-                                     created), priority=gang.priority,
-                           runtime=gang.duration if self.scenario.backfill else None)
-            self._job_views[gang.name] = view
-            self._gangs[key] = gang.name
-        return view
-
-    def quota_job(self, gang: Gang) -> Job:
-        job = self.job_view(gang).quota
-        assert job is not None  # every simulated gang is queued
-        return job
+                self.started(run, now, events)
 
     def pass_view(self, pending: dict[str, Gang], running: dict[str, Running],
                   admitted_at: dict[str, str], now: float) -> PassView:
         """What the hub would see now: the waiting gangs, the members' free nodes (reported
-        at once: nothing is assumed), and the quota held by the running ones."""
-        holdings = tuple(Holding(self.quota_job(run.gang), admitted_at[name])
+        at once: nothing is assumed), the quota held by the running ones and, with
+        preemption, the running gangs' replicas on their nodes."""
+        holdings = tuple(self.gangs.holding(run.gang, admitted_at[name])
                          for name, run in running.items())
         members = {view.name: view for view in self.views}
-        # No priority preemption (``preemption=None``): the planner frees a victim's pods on
-        # the nodes they run on, and the simulated members report their nodes by shape, not
-        # by name; the trace's priorities act through quota admission and reclaim only.
-        return PassView(now, self.time_text(now),
-                        tuple(self.job_view(g) for g in pending.values()), members, members,
+        jobs = tuple(self.gangs.job(g) for g in pending.values())
+        preemption = None
+        if self.scenario.preemption:
+            victims: tuple[Victim, ...] = ()
+            if may_plan(jobs, self.floor, self.retry_at, now):
+                victims = tuple(self.gangs.victim(run.gang, run.cluster, run.placed,
+                                                  admitted_at[name])
+                                for name, run in running.items())
+            preemption = PreemptionView(victims, self.floor, self.holds, self.retry_at)
+        return PassView(now, self.time_text(now), jobs, members, members,
                         quota=QuotaView(self.tree, holdings, self.queue_policies),
-                        scan_window=SCAN_WINDOW,
+                        scan_window=SCAN_WINDOW, preemption=preemption,
                         timed=self.timed(running) if self.scenario.backfill else ())
 
     def timed(self, running: dict[str, Running]) -> tuple[TimedJob, ...]:
         """Started gangs, their ends known (a stranded one holds its nodes for as long as
         nobody can say), each replica on the node the member put it."""
-        return tuple(TimedJob(self.key(run.gang), run.started, run.gang.duration, tuple(
-            Pod(f"c{run.cluster}", node_name(run.cluster, n), Resources.of(
+        return tuple(TimedJob(self.gangs.key(run.gang), run.started, run.gang.duration, tuple(
+            Pod(cluster_name(run.cluster), node_name(run.cluster, n), Resources.of(
                 {"cpu": run.gang.cpu, "memory": run.gang.memory, GPU: run.gang.gpus}))
             for n in run.placed)) for run in running.values() if run.started is not None)
 
     def schedule(self, pending: dict[str, Gang], running: dict[str, Running],
-                 admitted_at: dict[str, str], now: float,
-                 events: list[tuple[float, int, str, str]], seq: int) -> tuple[int, int, int]:
+                 admitted_at: dict[str, str], now: float, events: list[Event]) -> None:
         """Passes of the hub's planner at ``now``, its intents applied to the simulated
         members; a pass that preempts is followed by another (the claimant's quota is free
         once its victims are requeued), as the hub's next pass would follow it."""
-        placed_gpus = started_gpus = 0
         for _ in range(MAX_PASSES_AT_ONCE):
             if not pending:
                 break
             plan = plan_pass(self.pass_view(pending, running, admitted_at, now))
-            preempted = False
+            self.holds, self.retry_at = dict(plan.holds), dict(plan.retry_at)
+            preempted, names = False, self.gangs.names
+            going: list[str] = []  # priority victims: they leave once the binds are placed
             for intent in plan.intents:
                 if isinstance(intent, Requeue):
-                    run = running.pop(self._gangs[intent.job])
-                    self.free(run)
-                    placed_gpus -= run.gang.gpus * len(run.placed)
-                    if run.started is not None:
-                        started_gpus -= run.gang.gpus * run.gang.replicas
-                    pending[run.gang.name] = run.gang
-                    admitted_at.pop(run.gang.name, None)
-                    self.outcome.preempted += 1
+                    self.requeue(names[intent.job], pending, running, admitted_at, now)
+                    preempted = True
+                elif isinstance(intent, Preempt):
+                    for key, _why in intent.victims:
+                        self.gangs.preempted_by[names[key]] = intent.job
+                        going.append(names[key])
+                    self.outcome.priority_preemptions += 1
                     preempted = True
                 elif isinstance(intent, Bind):
-                    placed, started = self.start(pending.pop(self._gangs[intent.job]),
-                                                 intent, running, admitted_at, now, events)
-                    placed_gpus += placed
-                    started_gpus += started
+                    self.start(pending.pop(names[intent.job]), intent, running,
+                               admitted_at, now, events)
+            # The victims' pods terminate after this pass's binds are on their nodes, as on
+            # a member: the capacity they free is the preemptor's (held by the planner).
+            for name in going:
+                self.requeue(name, pending, running, admitted_at, now)
             if not preempted:
                 break
-        return placed_gpus, started_gpus, seq
+
+    def requeue(self, name: str, pending: dict[str, Gang], running: dict[str, Running],
+                admitted_at: dict[str, str], now: float) -> None:
+        """A victim leaves its nodes and waits in its queue again, where its priority and
+        arrival put it (the time it ran is lost: it starts over)."""
+        run = running.pop(name)
+        self.free(run)
+        pending[name] = run.gang
+        admitted_at.pop(name, None)
+        self.queued_since[name] = now
+        self.outcome.preempted += 1
+        self.outcome.tenant_preempted[run.gang.tenant] += 1
 
     def start(self, gang: Gang, bind: Bind, running: dict[str, Running],
-              admitted_at: dict[str, str], now: float,
-              events: list[tuple[float, int, str, str]]) -> tuple[int, int]:
-        """The member's scheduler places the bound gang's replicas; the GPUs placed and
-        those of a gang that could start."""
+              admitted_at: dict[str, str], now: float, events: list[Event]) -> None:
+        """The member's scheduler places the bound gang's replicas."""
         index = int(bind.shares[0].cluster[1:])
         nodes = self.place(index, gang, gang.replicas)
-        self.views[index] = self.view(index)
         admitted_at[gang.name] = bind.admitted_at
-        started = len(nodes) == gang.replicas
-        running[gang.name] = Running(gang, index, nodes, now if started else None)
-        if not started:
+        self.gangs.preempted_by.pop(gang.name, None)
+        run = Running(gang, index, nodes, None)
+        running[gang.name] = run
+        if len(nodes) == gang.replicas:
+            self.started(run, now, events)
+        else:
             self.outcome.stranded += 1
-            return gang.gpus * len(nodes), 0
-        self.outcome.delays[gang.tenant].append(now - gang.arrival)
-        self.outcome.by_gang[gang.name] = now - gang.arrival
-        heapq.heappush(events, (now + gang.duration, next(self.seq), "finish", gang.name))
-        return gang.gpus * len(nodes), gang.gpus * gang.replicas
 
 
-def node_name(cluster: int, node: int) -> str:
-    return f"c{cluster}-n{node}"
-
-
-def named_nodes(view: ClusterView, free: list[list[int]], models: list[str]) -> ClusterView:
-    """``view`` with each group naming its nodes (backfill frees a gang's nodes by name)."""
-    names: dict[tuple[int, int, int, str], list[str]] = {}
-    cluster = int(view.name[1:])
-    for n, (node, model) in enumerate(zip(free, models, strict=True)):
-        names.setdefault((node[0], node[1], node[2], model), []).append(node_name(cluster, n))
-    return ClusterView(view.name, True, node_groups=tuple(
-        NodeGroup(g.count, g.free, g.labels, tuple(names[(
-            g.free.get("cpu", 0), g.free.get("memory", 0), g.free.get(GPU, 0), g.labels[0][1])]))
-        for g in view.node_groups))
-
-
-def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
-    """A pod's accepted GPU models as the required node label the division honours."""
-    return (NodeLabelIn(MODEL_LABEL, models),) if models else ()
+def quota_tree(tenants: tuple[str, ...], gpus: int, scenario: Scenario) -> QuotaNode:
+    """One leaf per tenant: the guaranteed ones share the GPUs equally (their min; their max
+    the whole fleet when borrowing), the opportunistic ones hold no guarantee."""
+    guaranteed = [t for t in tenants if t not in scenario.opportunistic]
+    share = gpus // max(1, len(guaranteed))
+    return QuotaNode("root", min={GPU: gpus}, max={GPU: gpus}, children=tuple(QuotaNode(
+        t, min={GPU: share if t in guaranteed else 0},
+        max={GPU: gpus if scenario.borrowing or t not in guaranteed else share,
+             MAX_JOBS: 10**9}, namespaces=(t,)) for t in tenants))
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:

@@ -29,7 +29,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fleet.sim.engine import GPU, MODEL_LABEL, model_requirement
+from fleet.sim.gangs import model_requirement
+from fleet.sim.members import GPU, MODEL_LABEL
 from fleet.sim.trace import Node, Pod
 from propagation.division import divide
 from propagation.resources import Resources

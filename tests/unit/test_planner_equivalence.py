@@ -5,7 +5,8 @@ members and gangs; the two plans must be equal, intent for intent."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from fleet.hub import works as w
 from fleet.hub.cache import Cache
 from fleet.hub.scheduler import Scheduler, Settings
 from fleet.hub.views import cluster_view
-from fleet.sim.engine import GPU, Running, Scenario, Simulation
+from fleet.sim.engine import GPU, Event, Running, Scenario, Simulation, node_name
 from fleet.sim.trace import Gang, Node, Trace, load
 from planner import Plan, plan_pass
-from planner.intents import Requeue
+from planner.intents import Preempt, Requeue
+from planner.view import Hold
+from propagation.resources import Resources
 from quota.engine import QueuePolicy
 from quota.queues import queue_names
 from quota.tree import QuotaNode, walk
@@ -65,6 +68,8 @@ def job_body(state: State, gang: Gang) -> Body:
             "[]", f'[{{"cluster":"c{run.cluster}","replicas":{{"Worker":{gang.replicas}}},'
                   '"offsets":{"Worker":0},"nodes":[]}]'),
             q.ADMITTED_AT: state.admitted_at[gang.name]}
+    elif gang.name in state.sim.gangs.preempted_by:
+        annotations = {w.PREEMPTED_BY: state.sim.gangs.preempted_by[gang.name]}
     container = {"name": "main", "image": "trainer", "resources": {"requests": {
         "cpu": f"{gang.cpu}m", "memory": str(gang.memory), GPU: str(gang.gpus)}}}
     return {
@@ -74,7 +79,8 @@ def job_body(state: State, gang: Gang) -> Body:
                      "creationTimestamp": state.sim.time_text(gang.arrival),
                      "annotations": annotations,
                      "finalizers": [w.FINALIZER] if run is not None else []},
-        "spec": {"runPolicy": {"schedulingPolicy": {"priorityClass": f"p{gang.priority}"}},
+        "spec": {"runPolicy": {"schedulingPolicy": {
+                     "priorityClass": f"p{state.sim.gangs.priority(gang)}"}},
                  "pytorchReplicaSpecs": {"Worker": {
                      "replicas": gang.replicas, "restartPolicy": "Never",
                      "template": {"spec": {"containers": [container]}}}}},
@@ -82,15 +88,20 @@ def job_body(state: State, gang: Gang) -> Body:
 
 
 def work_body(state: State, gang: Gang, job: Body) -> Body:
+    """The job's Work as its agent reports it: each placed replica a Running pod on its
+    node (the nodes a preemption plan frees)."""
     run = state.running[gang.name]
+    pods = [{"name": f"{gang.name}-worker-{i}", "role": "Worker", "phase": "Running",
+             "node": node_name(run.cluster, n)} for i, n in enumerate(run.placed)]
     return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
             "metadata": {"name": w.work_name(job), "resourceVersion": "1",
                          "namespace": member_namespace(f"c{run.cluster}")},
             "spec": {"job": {"uid": job["metadata"]["uid"]},
                      "placement": {"cluster": f"c{run.cluster}",
                                    "replicas": {"Worker": gang.replicas}},
-                     "manifests": [{"metadata": {}}]},
-            "status": {"state": "Running", "boundTime": state.admitted_at[gang.name]}}
+                     "manifests": [job]},
+            "status": {"state": "Running", "boundTime": state.admitted_at[gang.name],
+                       "pods": pods}}
 
 
 def hub_plan(state: State) -> Plan:
@@ -105,7 +116,8 @@ def hub_plan(state: State) -> Plan:
                        "conditions": [{"type": "Ready", "status": "True"}],
                        "capacity": {"observedTime": now, "nodeGroups": [
                            {"count": g.count, "free": dict(g.free.items_),
-                            "labels": dict(g.labels)} for g in view.node_groups]}}})
+                            "labels": dict(g.labels), "nodes": list(g.nodes)}
+                           for g in view.node_groups]}}})
     cache.upsert("quotatrees", {
         "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
         "metadata": {"name": "tree", "namespace": q.TREE_NAMESPACE, "resourceVersion": "1"},
@@ -117,7 +129,8 @@ def hub_plan(state: State) -> Plan:
             "metadata": {"name": names[tuple(leaf.split("/"))], "resourceVersion": "1",
                          "namespace": q.QUEUE_NAMESPACE},
             "spec": {"queuePolicy": policy.value}})
-    for value in range(4):
+    # the classes the jobs name, and the lowest any job of the simulation has (the floor)
+    for value in {*range(4), sim.floor}:
         cache.upsert("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1",
                                          "kind": "PriorityClass", "value": value,
                                          "metadata": {"name": f"p{value}",
@@ -142,6 +155,9 @@ def hub_plan(state: State) -> Plan:
     # the hub's own shell, without its writer or leader election: snapshot -> view -> plan
     hub = Scheduler(cache, None, None,  # type: ignore[arg-type]
                     Settings(fit_mode=sim.policy.rules.fit_mode))
+    # the last plan's preemption state, by the hub's uids
+    hub._holds = {f"uid-{k}": v for k, v in sim.holds.items()}
+    hub._retry_at = {f"uid-{k}": v for k, v in sim.retry_at.items()}
     looked = hub.jobs_to_look_at(snap, {}, True, (set(), set()))
     return plan_pass(hub.snapshot(snap, when, clusters, {}, list(looked.values()),
                                   stamp=now))
@@ -156,8 +172,10 @@ def sim_plan(state: State) -> Plan:
 
 def simulation(nodes: list[Node], scenario: Scenario, tenants: tuple[str, ...],
                gangs: tuple[Gang, ...] = (), clusters: int = 2) -> Simulation:
-    return Simulation(Trace(tuple(nodes), gangs, "hand-made"), scenario, clusters=clusters,
-                      tenants=tenants, time_text=text)
+    """A simulation that plans as the hub does: with priority preemption."""
+    return Simulation(Trace(tuple(nodes), gangs, "hand-made"),
+                      replace(scenario, preemption=True), clusters=clusters, tenants=tenants,
+                      time_text=text)
 
 
 def gang(name: str, tenant: str, arrival: float, replicas: int, gpus: int,
@@ -168,7 +186,6 @@ def gang(name: str, tenant: str, arrival: float, replicas: int, gpus: int,
 def start(sim: Simulation, state: State, g: Gang, cluster: int, admitted: float) -> None:
     placed = sim.place(cluster, g, g.replicas)
     assert len(placed) == g.replicas
-    sim.views[cluster] = sim.view(cluster)
     state.running[g.name] = Running(g, cluster, placed, admitted)
     state.admitted_at[g.name] = text(admitted)
 
@@ -212,34 +229,106 @@ def hand_made() -> list[tuple[str, State]]:
     state = State(sim, {g.name: g for g in (
         gang("a1", "team-a", T0, 1, 16), gang("a2", "team-a", T0 + 1, 1, 8))}, {}, {}, T0 + 10)
     cases.append(("no-node-fits", state))
+    cases += preempting()
     return cases
+
+
+def preempting() -> list[tuple[str, State]]:
+    """Snapshots where priority preemption decides: victims, lazy placement, a hold."""
+    node = Node("n", 64000, 256 << 30, 8, "A100")
+    cases = []
+    # a tenant at its max: its priority-3 gang preempts its youngest lowest-priority one
+    sim = simulation([node] * 2, Scenario("s", borrowing=False), ("team-a",), clusters=1)
+    state = State(sim, {"a9": gang("a9", "team-a", T0 + 50, 1, 8, priority=3)}, {}, {},
+                  T0 + 60)
+    for i, prio in enumerate((1, 0)):
+        start(sim, state, gang(f"a{i}", "team-a", T0 + i, 1, 8, priority=prio), 0, T0 + 5 + i)
+    cases.append(("priority-preempt", state))
+    # opportunistic gangs fill the fleet: a guaranteed gang takes the nodes of as few of
+    # them as it needs (the youngest first), across members; a second one is no cascade
+    gangs = tuple(gang(f"o{i}", "team-o", T0 + i, 1, 8) for i in range(4))
+    waiting = (gang("a1", "team-a", T0 + 50, 2, 8), gang("a2", "team-a", T0 + 51, 1, 8))
+    sim = simulation([node] * 4, Scenario("s", opportunistic=("team-o",)),
+                     ("team-a", "team-o"), gangs + waiting)
+    state = State(sim, {g.name: g for g in waiting}, {}, {}, T0 + 60)
+    for i, g in enumerate(gangs):
+        start(sim, state, g, i % 2, T0 + 5 + i)
+    cases.append(("opportunistic-preempted", state))
+    # lazy preemption: free nodes on another member take the gang, nobody is preempted
+    sim = simulation([node] * 4, Scenario("s", opportunistic=("team-o",)),
+                     ("team-a", "team-o"), gangs[:2] + waiting[:1])
+    state = State(sim, {"a1": waiting[0]}, {}, {}, T0 + 60)
+    for i, g in enumerate(gangs[:2]):
+        start(sim, state, g, 0, T0 + 5 + i)
+    cases.append(("lazy-elsewhere", state))
+    # the capacity freed for a preemptor is held: it binds before an older, higher gang
+    sim = simulation([node] * 2, Scenario("s"), ("team-a", "team-b"), clusters=1)
+    state = State(sim, {g.name: g for g in (gang("b1", "team-b", T0, 1, 8, priority=3),
+                                            gang("a2", "team-a", T0 + 5, 1, 8, priority=2))},
+                  {}, {}, T0 + 60)
+    start(sim, state, gang("a0", "team-a", T0 - 50, 1, 8, priority=2), 0, T0 - 40)
+    request = Resources.of({"cpu": 4000, "memory": 16 << 30, GPU: 8})
+    sim.holds["a2"] = Hold((("c0", (request,)),), T0 + 300, "preempting a1 lets it fit")
+    sim.gangs.preempted_by["b1"] = "PyTorchJob/team-a/a7"
+    cases.append(("hold-first", state))
+    return cases
+
+
+# The trace as the simulator's priority table runs it: one opportunistic tenant, preemption.
+TRACE_SCENARIO = Scenario("trace", preemption=True, opportunistic=("tenant-3",))
 
 
 def from_trace(every: int = 25, most: int = 6) -> list[tuple[str, State]]:
     """Moments of a replay of the trace's first pods: each ``every``-th pass with gangs
-    waiting (gangs without a GPU-model constraint: the hub does not read one yet)."""
-    trace = load(TRACE, limit=250, load_factor=0.9, inventory=0.25)
+    waiting, and the first ``most`` passes that preempt by priority (gangs without a
+    GPU-model constraint: the hub does not read one yet)."""
+    trace = load(TRACE, limit=250, load_factor=0.9, inventory=0.02)  # contended: preempts
     gangs = tuple(g for g in trace.gangs if not g.models)
-    sim = Simulation(Trace(trace.nodes, gangs, trace.rules), Scenario("trace"), clusters=4,
+    sim = Simulation(Trace(trace.nodes, gangs, trace.rules), TRACE_SCENARIO, clusters=4,
                      time_text=text)
     taken: list[tuple[str, State]] = []
     schedule, passes = sim.schedule, [0]
 
-    def watched(pending: dict[str, Gang], running: dict[str, Running],
-                admitted_at: dict[str, str], now: float, *rest: Any) -> tuple[int, int, int]:
-        passes[0] += 1
-        if pending and passes[0] % every == 0 and len(taken) < most:
-            moment = Simulation(Trace(trace.nodes, gangs, trace.rules), Scenario("trace"),
-                                clusters=4, time_text=text)
-            moment.members = [[list(free) for free in member] for member in sim.members]
-            moment.views = [moment.view(i) for i in range(len(moment.members))]
-            taken.append((f"trace-pass-{passes[0]}", State(
-                moment, dict(pending), dict(running), dict(admitted_at), now)))
-        return schedule(pending, running, admitted_at, now, *rest)
+    def moment(pending: dict[str, Gang], running: dict[str, Running],
+               admitted_at: dict[str, str], now: float) -> Callable[[], State]:
+        """What is needed to rebuild this moment (a simulation is built only for the ones
+        kept)."""
+        free = [[list(node) for node in member] for member in sim.members.free]
+        holds, retry_at = dict(sim.holds), dict(sim.retry_at)
+        preempted_by = dict(sim.gangs.preempted_by)
+        state = State(sim, dict(pending), dict(running), dict(admitted_at), now)
 
+        def build() -> State:
+            copy = Simulation(Trace(trace.nodes, gangs, trace.rules), TRACE_SCENARIO,
+                              clusters=4, time_text=text)
+            copy.members.free = free
+            copy.members.refresh()
+            copy.holds, copy.retry_at = holds, retry_at
+            copy.gangs.preempted_by = preempted_by
+            return replace(state, sim=copy)
+        return build
+
+    def watched(pending: dict[str, Gang], running: dict[str, Running],
+                admitted_at: dict[str, str], now: float, events: list[Event]) -> None:
+        """Every ``every``-th pass with gangs waiting, and the first passes that preempt."""
+        passes[0] += 1
+        before = moment(pending, running, admitted_at, now) if pending else None
+        preemptions = sim.outcome.priority_preemptions
+        schedule(pending, running, admitted_at, now, events)
+        if before is None:
+            return
+        if passes[0] % every == 0 and counts["regular"] < most:
+            counts["regular"] += 1
+        elif sim.outcome.priority_preemptions > preemptions and counts["preempting"] < most:
+            counts["preempting"] += 1
+        else:
+            return
+        taken.append((f"trace-pass-{passes[0]}", before()))
+
+    counts = {"regular": 0, "preempting": 0}
     sim.schedule = watched  # type: ignore[method-assign]
     sim.run()
-    assert len(taken) == most
+    assert counts == {"regular": most, "preempting": most}
     return taken
 
 
@@ -260,13 +349,22 @@ def test_the_hand_made_corpus_covers_every_decision() -> None:
     assert any("waits for" in i.message for i in plans["block-queue"].waits)
     assert any(isinstance(i, Requeue) for i in plans["reclaim"].intents)
     assert [b.job.rsplit("/", 1)[1] for b in plans["fit-and-order"].binds] == ["a2", "a1", "b1"]
+    victims = {name: [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+               for name, plan in plans.items()}
+    assert victims["priority-preempt"] == ["PyTorchJob/team-a/a1"]
+    assert victims["opportunistic-preempted"] == ["PyTorchJob/team-o/o3", "PyTorchJob/team-o/o1"]
+    assert not victims["lazy-elsewhere"]
+    assert plans["lazy-elsewhere"].binds
+    assert [b.job for b in plans["hold-first"].binds] == ["PyTorchJob/team-a/a2"]
 
 
 @pytest.mark.skipif(not TRACE.is_dir(), reason="the trace folder is not checked out")
 def test_hub_and_simulator_plan_alike_on_moments_of_the_trace() -> None:
-    decided = 0
+    decided = preempts = 0
     for _name, state in from_trace():
         plan = sim_plan(state)
         assert plan.intents == hub_plan(state).intents
         decided += len(plan.binds) + len(plan.waits)
+        preempts += sum(1 for i in plan.intents if isinstance(i, Preempt))
     assert decided
+    assert preempts  # the corpus holds passes that preempt

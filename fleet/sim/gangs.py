@@ -1,0 +1,95 @@
+"""The trace's gangs as the hub's planner sees them: a waiting PyTorchJob (its demand, quota
+and priority) and, once it runs, a possible victim of priority preemption (its replicas on
+their named nodes, the quota it holds). Built once per gang and kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from fleet.sim.members import GPU, MODEL_LABEL, cluster_name, node_name
+from fleet.sim.trace import Gang
+from planner.view import JobView, PolicyView, Stage
+from preemption.model import Pod
+from preemption.model import Running as Victim
+from propagation.resources import Resources
+from propagation.views import JobDemand, NodeLabelIn, Role
+from quota.engine import Holding, Job
+from quota.priority import OPPORTUNISTIC_PRIORITY, is_opportunistic
+
+KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
+
+
+def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
+    """A pod's accepted GPU models as the required node label the division honours."""
+    return (NodeLabelIn(MODEL_LABEL, models),) if models else ()
+
+
+class GangViews:
+    def __init__(self, policy: PolicyView, time_text: Callable[[float], str],
+                 opportunistic: Sequence[str], leaves: Mapping[str, str], *,
+                 runtimes: bool = False) -> None:
+        self.policy, self.time_text = policy, time_text
+        self.runtimes = runtimes  # the planner knows each gang's runtime (backfill)
+        self.opportunistic = frozenset(opportunistic)  # tenants whose gangs run at -1
+        self.leaves = leaves  # namespace -> its quota leaf's key
+        self.preempted_by: dict[str, str] = {}  # gang -> preemptor key, until bound again
+        self.names: dict[str, str] = {}  # job key -> gang name
+        self._jobs: dict[str, JobView] = {}
+        self._victims: dict[str, tuple[int, Victim]] = {}  # gang -> (replicas placed, view)
+        self._holdings: dict[str, Holding] = {}
+
+    def priority(self, gang: Gang) -> int:
+        """The gang's priority: an opportunistic tenant's gangs all run at HiveD's -1."""
+        return OPPORTUNISTIC_PRIORITY if gang.tenant in self.opportunistic else gang.priority
+
+    @staticmethod
+    def key(gang: Gang) -> str:
+        """The gang's job key, as the hub would name a PyTorchJob in the tenant's namespace."""
+        return f"{KIND}/{gang.tenant}/{gang.name}"
+
+    def job(self, gang: Gang) -> JobView:
+        """The gang as a waiting job, marked with who preempted it (until it is bound)."""
+        view = self._jobs.get(gang.name)
+        if view is None:
+            key, created = self.key(gang), self.time_text(gang.arrival)
+            priority = self.priority(gang)
+            demand = JobDemand(key, (Role("Worker", gang.replicas, Resources.of(
+                {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
+                node_requirements=model_requirement(gang.models)),))
+            view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
+                           quota=Job(key, gang.tenant, dict(demand.total), priority, created),
+                           priority=priority,
+                           runtime=gang.duration if self.runtimes else None)
+            self._jobs[gang.name] = view
+            self.names[key] = gang.name
+        by = self.preempted_by.get(gang.name)
+        return replace(view, preempted_by=by) if by else view
+
+    def quota(self, gang: Gang) -> Job:
+        job = self.job(gang).quota
+        assert job is not None  # every simulated gang is queued
+        return job
+
+    def holding(self, gang: Gang, admitted: str) -> Holding:
+        """The quota a running gang holds (kept while it runs: each pass reads them all)."""
+        known = self._holdings.get(gang.name)
+        if known is None or known.admitted != admitted:
+            known = self._holdings[gang.name] = Holding(self.quota(gang), admitted)
+        return known
+
+    def victim(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> Victim:
+        """A running gang: its placed replicas on their named nodes, and the quota it holds
+        (none when opportunistic)."""
+        known = self._victims.get(gang.name)
+        if known is not None and known[0] == len(placed) and known[1].started == admitted:
+            return known[1]
+        job = self.job(gang)
+        assert job.demand is not None
+        request = job.demand.roles[0].request
+        leaf = None if is_opportunistic(job.priority) else self.leaves.get(gang.tenant)
+        victim = Victim(job.key, gang.tenant, job.priority, admitted, tuple(
+            Pod(cluster_name(cluster), node_name(cluster, n), request) for n in placed),
+            self.quota(gang).charge if leaf else {}, leaf)
+        self._victims[gang.name] = (len(placed), victim)
+        return victim

@@ -1,0 +1,84 @@
+"""The simulated member clusters: each node's free capacity and GPU model, the member's own
+scheduler (best fit, GPU models honoured) and the capacity report the hub reads: nodes
+grouped by free capacity and model, each group naming its nodes, as an agent reports them
+(a preemption plan points at the nodes its victims free)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fleet.sim.trace import Gang, Node
+from propagation.resources import Resources
+from propagation.views import ClusterView, NodeGroup
+
+GPU = "nvidia.com/gpu"
+MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
+
+
+def node_name(cluster: int, index: int) -> str:
+    """A simulated node's name: sortable, so named groups list nodes in member order."""
+    return f"c{cluster}-n{index:05d}"
+
+
+def cluster_name(index: int) -> str:
+    return f"c{index}"
+
+
+class Members:
+    """Nodes dealt round-robin into ``clusters`` members; ``views`` is each one's report."""
+
+    def __init__(self, nodes: Sequence[Node], clusters: int) -> None:
+        self.free: list[list[list[int]]] = [[] for _ in range(clusters)]  # cpu, memory, GPUs
+        self.models: list[list[str]] = [[] for _ in range(clusters)]  # GPU model per node
+        for i, node in enumerate(nodes):
+            self.free[i % clusters].append([node.cpu, node.memory, node.gpus])
+            self.models[i % clusters].append(node.model)
+        self.total_gpus = sum(n.gpus for n in nodes)
+        self.views = [self.view(i) for i in range(clusters)]
+
+    def view(self, index: int) -> ClusterView:
+        groups: dict[tuple[int, int, int, str], list[str]] = {}
+        for n, (free, model) in enumerate(zip(self.free[index], self.models[index],
+                                              strict=True)):
+            groups.setdefault((free[0], free[1], free[2], model), []).append(
+                node_name(index, n))
+        return ClusterView(cluster_name(index), True, node_groups=tuple(
+            NodeGroup(len(nodes), Resources.of({"cpu": c, "memory": m, GPU: g}),
+                      ((MODEL_LABEL, model),), tuple(nodes))
+            for (c, m, g, model), nodes in sorted(groups.items())))
+
+    def refresh(self) -> None:
+        self.views = [self.view(i) for i in range(len(self.free))]
+
+    def place(self, index: int, gang: Gang, count: int) -> list[int]:
+        """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
+        on nodes of a GPU model the gang accepts; the nodes taken."""
+        placed = []
+        models = self.models[index]
+        for _ in range(count):
+            best, best_left = -1, None
+            for n, free in enumerate(self.free[index]):
+                if gang.models and models[n] not in gang.models:
+                    continue
+                if free[0] >= gang.cpu and free[1] >= gang.memory and free[2] >= gang.gpus:
+                    left = (free[2] - gang.gpus, free[0] - gang.cpu)
+                    if best_left is None or left < best_left:
+                        best, best_left = n, left
+            if best < 0:
+                break
+            free = self.free[index][best]
+            free[0] -= gang.cpu
+            free[1] -= gang.memory
+            free[2] -= gang.gpus
+            placed.append(best)
+        if placed:
+            self.views[index] = self.view(index)
+        return placed
+
+    def release(self, index: int, gang: Gang, placed: Sequence[int]) -> None:
+        for n in placed:
+            free = self.free[index][n]
+            free[0] += gang.cpu
+            free[1] += gang.memory
+            free[2] += gang.gpus
+        self.views[index] = self.view(index)
