@@ -91,6 +91,9 @@ QUOTA_BORROWED = Gauge("fleet_quota_borrowed",
                        "Quota used at a tree node beyond its min, canonical units",
                        ["queue", "resource"])
 PREEMPTIONS = Counter("fleet_preemptions_total", "Jobs preempted, by reason", ["reason"])
+RESERVATIONS = Counter("fleet_reservations_total",
+                       "Placements in reservation mode, by outcome (reserving, committed, "
+                       "rolled_back)", ["outcome"])
 
 # -- failover -----------------------------------------------------------------------------
 FAILOVERS = Counter("fleet_failovers_total", "Jobs moved off a lost or unhealthy member",

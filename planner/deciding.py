@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
+from planner.reserving import waiting_after_rollback
 from planner.view import Hold, JobView, PassView
 from propagation.binding import binding_message
 from propagation.division import divide, with_assumed
@@ -85,6 +86,11 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         intents, held = preempting.for_job(job, fleet, capacity, admission, view)
         return out + intents, held or why
 
+    backoff = waiting_after_rollback(job, view)
+    if backoff:
+        if admission is not None and job.quota is not None:
+            admission.wait(job.quota)
+        return out, Wait(job.key, "ReservationRolledBack", backoff)
     if job.quota is not None:
         if admission is None:
             return out, Wait(job.key, "NoQuotaTree", "the policy queues this job "
@@ -119,9 +125,10 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         leaf = admission.leaf(job.quota)
         admitted_at, admitted_by = view.now_text, leaf.key if leaf else "?"
     failover = job.policy.failover
+    reserve = any(capacity[s.cluster].reservation for s in decision.shares)
     out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    job.policy.propagate_deps))
+                    job.policy.propagate_deps, reserve))
     return out, None
 
 

@@ -64,6 +64,11 @@ class WorkView:
     unhealthy_since: float | None = None  # when it turned False (None: unknown)
     unhealthy_reason: str = ""
     evict_after: float | None = None  # graceful eviction deadline (evicting Works only)
+    phase: str = ""  # its reservation phase: Reserve, Commit, or "" (none)
+    reservation: str = ""  # the agent's report: Reserved, Reserving, Refused, or "" (none yet)
+    reservation_message: str = ""
+    created: float | None = None  # when the hub created it (the reservation's deadline runs
+    # from the first Work of the placement)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class JobView:
     ttl_seconds: int | None = None  # ttlSecondsAfterFinished
     priority: int = 0  # its PriorityClass's value (or T9k's priority), 0 without one
     preempted_by: str = ""  # the job that preempted it, until it is bound again
+    reserve_retry_at: float | None = None  # its reservation was rolled back: not before then
 
     @property
     def namespace(self) -> str:
@@ -144,3 +150,7 @@ class PassView:
     quota: QuotaView | None = None
     scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
     preemption: PreemptionView | None = None  # None: no priority preemption
+    # Reservation mode: how long every member of a placement has to confirm its reservation,
+    # and how long a job rolled back waits before it is placed again.
+    reserve_seconds: float = 60.0
+    reserve_backoff_seconds: float = 10.0

@@ -33,5 +33,6 @@ def _freed(cluster: ClusterView, freed: dict[str, Resources]) -> ClusterView:
             groups.append(NodeGroup(group.count - len(named), group.free, group.labels, rest))
         groups.extend(NodeGroup(1, group.free + freed[n], group.labels, (n,)) for n in named)
     return ClusterView(cluster.name, cluster.ready, cluster.labels, cluster.taints,
-                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason)
+                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason,
+                       cluster.reservation)
 

@@ -324,7 +324,8 @@ def with_assumed(cluster: ClusterView, assumed: Sequence[Resources]) -> ClusterV
     for request in assumed:
         groups = _subtract(groups, request)
     return ClusterView(cluster.name, cluster.ready, cluster.labels, cluster.taints,
-                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason)
+                       tuple(groups), cluster.not_ready_reason, cluster.stale_reason,
+                       cluster.reservation)
 
 
 def _subtract(groups: list[NodeGroup], request: Resources) -> list[NodeGroup]:

@@ -102,6 +102,7 @@ class ClusterView:
     node_groups: tuple[NodeGroup, ...] = ()
     not_ready_reason: str = ""
     stale_reason: str = ""  # alive, but its capacity report is too old to place work on
+    reservation: bool = False  # reservation mode: a placement here is reserved, then committed
 
     @functools.cached_property
     def free(self) -> Resources:

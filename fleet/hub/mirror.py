@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.hub import member_failures as mf
+from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache
 from fleet.hub.dispatch import Dispatcher
@@ -68,6 +69,7 @@ def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdap
     current = job.get("status") or {}
     failure = mf.replica_failure(works)
     status = mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure)
+    status = reservations.with_condition(status, reservations.condition(works, stamp, current))
     status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
     if differs(current, status):

@@ -76,6 +76,7 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
         node_groups=groups,
         not_ready_reason=reason,
         stale_reason=stale,
+        reservation=bool(cluster.spec.reservation),
     )
 
 
