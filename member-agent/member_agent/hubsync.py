@@ -212,14 +212,22 @@ class HubSync:
             owner = {"apiVersion": job["apiVersion"], "kind": job["kind"],
                      "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
         decided = ph.plan(work, held, real, owner, self.placeholder_image)
+        verdict = decided.verdict
         for pod in decided.create:
             try:
                 self.member.create(r.PODS, pod)
             except errors.AlreadyExists:
                 continue
+            except errors.ApiError as exc:
+                if exc.status not in (400, 403, 422):
+                    raise
+                # the member refuses the pod itself (a quota, an admission policy): as
+                # final as a scheduler that cannot place it
+                verdict = ph.Verdict(protocol.REFUSED, f"placeholder "
+                                     f"{pod['metadata']['name']} refused: {exc}"[:1024])
         for gone in decided.delete:
             self._delete_placeholder(key[1], gone)
-        return decided.verdict
+        return verdict
 
     def take_slot(self, job: Mapping[str, Any], slot: ph.Slot) -> str | None:
         """For the job controller creating the real pod of ``slot``: the node the slot's

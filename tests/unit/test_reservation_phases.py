@@ -185,7 +185,7 @@ def test_reserve_creates_one_placeholder_per_replica_with_its_requests_and_prior
     terms = pod["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                       "values": ["n1", "n2"]}]}]
+                                       "values": [n]}]} for n in ("n1", "n2")]
     assert decided.verdict == ph.Verdict(p.RESERVING, "0 of 2 placeholders bound")
     assert ph.plan(a_work(), [], [], None).create == ()  # the member copy first
 

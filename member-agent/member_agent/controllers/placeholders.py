@@ -128,14 +128,16 @@ def placeholder(work: Mapping[str, Any], slot: Slot, template: Mapping[str, Any]
 
 
 def _pinned(affinity: Mapping[str, Any], nodes: Sequence[str]) -> Body:
-    """``affinity`` with every required node term also requiring one of ``nodes``."""
-    mine = {"key": "metadata.name", "operator": "In", "values": sorted(nodes)}
+    """``affinity`` with every required node term also requiring one of ``nodes``: a node
+    field selector takes one value, so one term per node (terms are ORed) and per term the
+    replica had."""
     node = dict(affinity.get("nodeAffinity") or {})
     required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = [dict(t) for t in required.get("nodeSelectorTerms") or []] or [{}]
-    for term in terms:
-        term["matchFields"] = [*(term.get("matchFields") or []), mine]
-    required["nodeSelectorTerms"] = terms
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []),
+                                 {"key": "metadata.name", "operator": "In", "values": [name]}]}
+        for term in terms for name in sorted(nodes)]
     node["requiredDuringSchedulingIgnoredDuringExecution"] = required
     return {**affinity, "nodeAffinity": node}
 
