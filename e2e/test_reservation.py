@@ -158,10 +158,10 @@ def test_a_split_gang_raced_by_local_pods_starts_whole_or_rolls_back(
         sampler.stop()
     committed = job_events(hub, job, "Committed")
     rolled_back = job_events(hub, job, "RolledBack")
-    assert committed, "running without a Committed event"
     # Never partially: no pod of the gang ever waited for a node, none existed before the
     # placement that runs was committed, and the whole gang appeared within moments.
     assert not sampler.unbound, f"pods of the gang waited for a node: {sampler.unbound[:5]}"
+    assert committed, "running without a Committed event"
     last_commit = max(stamp(e) for e in committed)
     seen = sorted(t for t, _ in sampler.first_seen.values())
     assert seen[0] >= last_commit - 1.0, "a pod of the gang started before its commit"
