@@ -19,7 +19,7 @@ import pytest
 
 from e2e.conftest import eventually
 from e2e.jobs import KUBEFLOW_JOB, delete_jobs, gang_namespace, hub_state, seed_pytorchjob
-from e2e.localfleet import LocalFleet
+from e2e.localfleet import HUB, LocalFleet
 from e2e.test_priority import idle_fleet
 from fleet.api import protocol as p
 from fleet.clients import errors
@@ -79,7 +79,9 @@ class Sampler(threading.Thread):
     def __init__(self, fleet: LocalFleet, job: str) -> None:
         super().__init__(name="sampler", daemon=True)
         self.kubes = {name: fleet.client(name) for name in fleet.members}
+        self.hub = fleet.client(HUB)
         self.job = job
+        self.shown: set[str] = set()  # the hub job's Reservation condition reasons
         self.first_seen: dict[str, tuple[float, str]] = {}  # pod uid -> (time, member)
         self.unbound: list[str] = []
         self.placeholders: set[str] = set()
@@ -101,6 +103,13 @@ class Sampler(threading.Thread):
                     if not (pod.get("spec") or {}).get("nodeName"):
                         self.unbound.append(f"{member}/{pod['metadata']['name']}")
                 self.placeholders |= {f"{member}/{h['metadata']['name']}" for h in held}
+            try:
+                found = self.hub.get_or_none(r.PYTORCHJOBS, self.job, NAMESPACE) or {}
+            except errors.ApiError:
+                continue
+            self.shown |= {str(c.get("reason")) for c in
+                           (found.get("status") or {}).get("conditions") or []
+                           if c.get("type") == "Reservation"}
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -172,6 +181,10 @@ def test_a_split_gang_raced_by_local_pods_starts_whole_or_rolls_back(
     assert per_member == {members[0]: 4, members[1]: 4}
     for event in rolled_back:  # every rollback names the member and why
         assert members[1] in event["message"]
+    # the hub job said what the reservation was doing
+    assert {"Reserving", "Committed"} <= sampler.shown
+    if rolled_back:
+        assert "RolledBack" in sampler.shown
     shown = next(c for c in running["status"]["conditions"] if c["type"] == "Reservation")
     assert shown["reason"] == "Committed"
     assert sampler.placeholders, "no placeholder ever held a node"

@@ -44,6 +44,13 @@ def rolled_back(reason: str, now: str, current: Mapping[str, Any] | None) -> Bod
     return _condition("RolledBack", reason, now, current)
 
 
+def kept(status: Mapping[str, Any] | None) -> Body | None:
+    """The RolledBack condition of a waiting job's status (None without one): it stays
+    while the job waits, until a new placement reports on its own."""
+    return next((dict(c) for c in (status or {}).get("conditions") or []
+                 if c.get("type") == TYPE and c.get("reason") == "RolledBack"), None)
+
+
 def with_condition(status: Mapping[str, Any], said: Mapping[str, Any] | None) -> Body:
     """``status`` with its Reservation condition first (replaced, or removed when None)."""
     out = dict(status)

@@ -374,6 +374,8 @@ class Writer:
             return
         status = pv.with_preempted(adapter.waiting_status(
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
+        # a rollback is said until the job is placed again
+        status = reservations.with_condition(status, reservations.kept(job.get("status")))
         status["queue"] = shown
         self.write_status(job, adapter, status)
 

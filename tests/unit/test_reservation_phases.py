@@ -262,3 +262,14 @@ def test_the_hub_job_shows_reserving_then_committed() -> None:
     assert said is not None
     assert said["reason"] == "Committed"
     assert hub_condition.condition([a_work("")], "t3", None) is None
+
+
+def test_a_rollback_stays_on_the_waiting_job() -> None:
+    status = hub_condition.with_condition(
+        {"conditions": [{"type": "Queuing"}]},
+        hub_condition.rolled_back("member2 refused the reservation: full", "t1", None))
+    said = hub_condition.kept(status)
+    assert said is not None
+    assert (said["reason"], said["message"]) == ("RolledBack",
+                                                  "member2 refused the reservation: full")
+    assert hub_condition.kept({"conditions": [{"type": "Queuing"}]}) is None
