@@ -189,14 +189,16 @@ class HubSync:
                 and ph.is_placeholder(pod)
                 and (pod["metadata"].get("labels") or {}).get(protocol.JOB_UID) == job_uid]
 
-    def hold(self, work: Body) -> ph.Verdict | None:
+    def hold(self, work: Body, applied: Body | None = None) -> ph.Verdict | None:
         """Carry out what the Work's reservation needs now (placeholders to create or
-        delete) and return its verdict (None: the Work has no reservation)."""
+        delete) and return its verdict (None: the Work has no reservation). ``applied``: the
+        member copy as just applied (the member-side cache may not have it yet)."""
         name = work["metadata"]["name"]
         if not protocol.work_phase(work):
             return None
         key = _job_key(work)
         job, job_pods = self.state.stores.read(key)
+        job = job or applied
         held = self._placeholders(key[1], work["spec"]["job"]["uid"])
         kind = KINDS.get(key[0])
         real: list[ph.Slot] = []
@@ -317,6 +319,7 @@ class HubSync:
                 self.namespace)
         manifests = work["spec"]["manifests"]
         # What the job needs first: its pods refer to its PriorityClass and dependencies.
+        applied: Body | None = None  # the job, last
         for manifest in [*manifests[1:], manifests[0]]:
             if is_priority_class(manifest):
                 apply_priority_class(self.member, manifest, FIELD_MANAGER)
@@ -328,7 +331,7 @@ class HubSync:
                                   field_manager=FIELD_MANAGER)
                 self.namespaces.add(namespace)
             resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
-            self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
+            applied = self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
         with self.lock:
             first = work["metadata"]["name"] not in self.works
             self.first_seen.setdefault(work["metadata"]["name"], time.monotonic())
@@ -343,6 +346,18 @@ class HubSync:
             log.info("applied work %s", work["metadata"]["name"])
         self.state.changed.set()
         self.wake(_job_key(work))  # e.g. committed: its pods may start now
+        if protocol.work_phase(work) == protocol.PHASE_RESERVE:
+            self._hold_now(work, applied)  # its placeholders now, not at the next report
+
+    def _hold_now(self, work: Body, job: Body | None) -> None:
+        name = work["metadata"]["name"]
+        try:
+            verdict = self.hold(work, job)
+        except errors.ApiError as exc:  # the report loop tries again
+            log.warning("placeholders of work %s not created yet: %s", name, exc)
+            return
+        if verdict is not None:
+            self.verdicts[name] = verdict
 
     def _already_applied(self, work: Body) -> bool:
         """The Work's spec (its generation) is on the member already and carries our finalizer:
