@@ -142,12 +142,20 @@ def test_a_split_gang_raced_by_local_pods_starts_whole_or_rolls_back(
     started = time.time()
     stream_stop = threading.Event()
     try:
-        # The raced member's own workloads go for the same nodes as the gang is submitted
-        # (the hub decides before the member's capacity report can say so, most times): a
-        # burst that takes every node, then a stream that takes each node that frees.
-        for i in range(4):
-            raced.create(r.PODS, local_pod(f"burst-{i}", 20))
         job = hub.create(r.PYTORCHJOBS, manifest)
+        # The moment the hub has written the raced member's Work, that member's own
+        # workloads go for the same nodes as its agent's placeholders: a burst that takes
+        # every node (whoever is bound first wins each node), then a stream that takes each
+        # node that frees.
+        works = p.member_namespace(members[1])
+        eventually(lambda: hub.list(r.WORKS, works)[0], interval=0.01, timeout=60,
+                   what="the raced member's Work")
+        burst = [threading.Thread(target=raced.create, args=(r.PODS, local_pod(f"burst-{i}", 20)))
+                 for i in range(4)]
+        for thread in burst:
+            thread.start()
+        for thread in burst:
+            thread.join()
 
         def stream() -> None:
             for i in range(8):
