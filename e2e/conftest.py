@@ -15,6 +15,7 @@ import pytest
 
 from e2e import backends
 from e2e.localfleet import HUB, LocalFleet, component_log
+from e2e.localfleet.images import PAUSE
 from fleet.clients import errors
 from fleet.clients.kube import Kube
 
@@ -63,6 +64,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     # Agents look for a gang scheduler's CRDs this often (test_member_gang adds one): an
     # argument of the agent Pods, an environment variable of host agents.
     os.environ.setdefault("FLEET_GANG_PROBE_SECONDS", "2")
+    # A reservation's placeholders run the pause image this fleet builds for its real nodes
+    # (kwok's GPU nodes run any image).
+    os.environ.setdefault("FLEET_PLACEHOLDER_IMAGE", PAUSE)
     workdir = Path(tmp_path_factory.mktemp("fleet"))
     local = LocalFleet(workdir, say=lambda m: print(f"[fleet] {m}", flush=True),
                        nodes=os.environ.get("FLEET_E2E_NODES", "real"),

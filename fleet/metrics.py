@@ -93,6 +93,9 @@ QUOTA_BORROWED = Gauge("fleet_quota_borrowed",
 PREEMPTIONS = Counter("fleet_preemptions_total", "Jobs preempted, by reason", ["reason"])
 RESIZES = Counter("fleet_elastic_resizes_total", "Elastic jobs grown or shrunk in place",
                   ["direction"])
+RESERVATIONS = Counter("fleet_reservations_total",
+                       "Placements in reservation mode, by outcome (reserving, committed, "
+                       "rolled_back)", ["outcome"])
 
 # -- failover -----------------------------------------------------------------------------
 FAILOVERS = Counter("fleet_failovers_total", "Jobs moved off a lost or unhealthy member",

@@ -15,6 +15,7 @@ from planner.intents import (
     Unbind,
     WorkRemoval,
 )
+from planner.reserving import settle_reservation
 from planner.view import JobView, PassView, Stage, WorkView
 from propagation.failover import ShareHealth, decide_failover
 
@@ -33,7 +34,9 @@ def settle(job: JobView, view: PassView) -> list[Intent]:
     elif job.stage is Stage.BOUND:
         out += complete_dispatch(job)
         out += expire(job, view)
-        if not job.finished:
+        reservation = settle_reservation(job, view)
+        out += reservation
+        if not job.finished and not reservation:
             out += fail_over(job, view)
     return out
 

@@ -11,6 +11,7 @@ from planner import elastic
 from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
+from planner.reserving import waiting_after_rollback
 from planner.view import Hold, JobView, PassView, Reservation, Stage
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
@@ -144,6 +145,10 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         intents, held = preempting.for_job(job, fleet, capacity, admission, view)
         return out + intents, held or why
 
+    backoff = waiting_after_rollback(job, view)
+    if backoff:
+        _keep_waiting(job, admission)
+        return out, Wait(job.key, "ReservationRolledBack", backoff)
     if job.quota is not None:
         if admission is None:
             return out, Wait(job.key, "NoQuotaTree", "the policy queues this job "
@@ -167,8 +172,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
     decision = divide(demand, fleet, policy.rules)
     if not decision.placed:
-        if admission is not None and job.quota is not None:
-            admission.wait(job.quota)
+        _keep_waiting(job, admission)
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
     spent = share_requests(demand, decision)
     domains = {share.cluster: share.domains for share in decision.shares}
@@ -176,8 +180,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     if backfill is not None:
         admitted, note = backfill.admits(job, spent, view.now)
         if not admitted:
-            if admission is not None and job.quota is not None:
-                admission.wait(job.quota)
+            _keep_waiting(job, admission)
             return out, Wait(job.key, KEPT_BACK, note)
     for cluster, requests in spent:  # taken now: the next decision sees it spent
         capacity[cluster] = with_assumed(capacity[cluster], requests, domains[cluster])
@@ -189,10 +192,17 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         leaf = admission.leaf(job.quota)
         admitted_at, admitted_by = view.now_text, leaf.key if leaf else "?"
     failover = policy.failover
+    reserve = any(capacity[s.cluster].reservation for s in decision.shares)
     out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    policy.propagate_deps, sized=sized, backfill=note))
+                    policy.propagate_deps, sized=sized, backfill=note, reserve=reserve))
     return out, None
+
+
+def _keep_waiting(job: JobView, admission: AdmissionPass | None) -> None:
+    """A queued job that is not bound this pass keeps its place in its queue."""
+    if admission is not None and job.quota is not None:
+        admission.wait(job.quota)
 
 
 def _queues(admission: AdmissionPass, waits: dict[str, Wait]) -> QueueReport:

@@ -31,6 +31,9 @@ class Bind:
     propagate_deps: bool = False
     sized: str = ""  # an elastic job admitted below its max: at what size, and why
     backfill: str = ""  # it starts before a reserved gang, ending first: how (an event)
+    # Reservation mode on a chosen member: the Works start in phase Reserve (no pods until
+    # every member confirmed its reservation; see ``Commit`` and ``RollBack``).
+    reserve: bool = False
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -46,6 +49,27 @@ class Dispatch:
     clusters: tuple[str, ...]
     propagate_deps: bool = False
     reason: str = "placement recorded, Works missing"
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Every member reserved its share: move these Works to phase Commit (pods start)."""
+
+    job: str
+    works: tuple[str, ...]  # "<member namespace>/<name>", the ones still in phase Reserve
+    reason: str
+
+
+@dataclass(frozen=True)
+class RollBack:
+    """A reservation failed (a member refused, or the deadline passed): requeue the job, so
+    every Work of the placement goes (with its placeholders), and place it again no sooner
+    than ``retry_at``."""
+
+    job: str
+    member: str  # the member that refused or did not confirm in time
+    reason: str
+    retry_at: float  # seconds since the epoch
 
 
 @dataclass(frozen=True)
@@ -178,8 +202,8 @@ class QueueReport:
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
 
 
-Intent = (Bind | Dispatch | Wait | Requeue | Preempt | Grow | Shrink | FailOver | RemoveWorks
-          | Unbind | Release | Expire | QueueReport)
+Intent = (Bind | Commit | RollBack | Dispatch | Wait | Requeue | Preempt | Grow | Shrink
+          | FailOver | RemoveWorks | Unbind | Release | Expire | QueueReport)
 
 
 def share_requests(demand: JobDemand, decision: Decision

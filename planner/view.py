@@ -64,6 +64,11 @@ class WorkView:
     unhealthy_since: float | None = None  # when it turned False (None: unknown)
     unhealthy_reason: str = ""
     evict_after: float | None = None  # graceful eviction deadline (evicting Works only)
+    phase: str = ""  # its reservation phase: Reserve, Commit, or "" (none)
+    reservation: str = ""  # the agent's report: Reserved, Reserving, Refused, or "" (none yet)
+    reservation_message: str = ""
+    created: float | None = None  # when the hub created it (the reservation's deadline runs
+    # from the first Work of the placement)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,7 @@ class JobView:
     # Seconds it runs once started, when known (runPolicy.activeDeadlineSeconds or the
     # fleet.sh/expected-runtime annotation, the smaller): only such a job may backfill.
     runtime: float | None = None
+    reserve_retry_at: float | None = None  # its reservation was rolled back: not before then
 
     @property
     def namespace(self) -> str:
@@ -193,3 +199,7 @@ class PassView:
     # reservation from the time enough of them end. Empty: no reservation, no backfill.
     timed: tuple[TimedJob, ...] = ()
     reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid
+    # Reservation mode: how long every member of a placement has to confirm its reservation,
+    # and how long a job rolled back waits before it is placed again.
+    reserve_seconds: float = 60.0
+    reserve_backoff_seconds: float = 10.0

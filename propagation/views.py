@@ -118,6 +118,7 @@ class ClusterView:
     # The node labels of its topology levels, top level first (the node's hostname last,
     # when reported); node groups carry their values, but for the hostname's.
     topology_levels: tuple[str, ...] = ()
+    reservation: bool = False  # reservation mode: a placement here is reserved, then committed
 
     @functools.cached_property
     def free(self) -> Resources:

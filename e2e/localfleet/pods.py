@@ -52,7 +52,8 @@ def _set_env(container: dict[str, Any], name: str, entry: dict[str, Any]) -> Non
 # the local fleet (as tests do), they reach the Pods as they reach host processes.
 TUNABLES = ("FLEET_FIT_MODE", "FLEET_HEARTBEAT_TIMEOUT", "FLEET_HEARTBEAT_INTERVAL",
             "FLEET_CAPACITY_STALE_SECONDS", "FLEET_GANG_SCHEDULER", "FLEET_GANG_PROBE_SECONDS",
-            "FLEET_FENCE_SWEEP_SECONDS", "FLEET_AGENT_LEASE_SECONDS", "FLEET_KUBECTL_IMAGE")
+            "FLEET_FENCE_SWEEP_SECONDS", "FLEET_AGENT_LEASE_SECONDS", "FLEET_KUBECTL_IMAGE",
+            "FLEET_PLACEHOLDER_IMAGE")
 
 
 def _tune(container: dict[str, Any]) -> None:

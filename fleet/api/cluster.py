@@ -11,7 +11,7 @@ reports are integers in canonical units (cpu in millicores, memory in bytes, dev
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic.config import JsonDict
@@ -156,6 +156,13 @@ class WorkPlacement(KubeModel):
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "
                     "only while a Work of its generation exists, and removes older copies.",
+    )
+    phase: Literal["", "Reserve", "Commit"] = Field(
+        default="",
+        description="Reservation mode's two phases: Reserve (the agent holds the share's nodes "
+                    "with placeholder pods and reports the Reserved condition, no job pods "
+                    "yet), then Commit (the job's pods replace the placeholders). Empty: no "
+                    "reservation.",
     )
 
 

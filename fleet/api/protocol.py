@@ -60,9 +60,15 @@ RESIZED = f"{GROUP}/resized"
 # the job may backfill: run before a reserved gang when it ends before that gang could start.
 EXPECTED_RUNTIME = f"{GROUP}/expected-runtime"
 MAX_EXPECTED_RUNTIME = 10 * 365 * 24 * 3600  # as every other time a user gives (limits)
+# A job whose reservation was rolled back is not placed again before this time (seconds since
+# the epoch, as text): a member that keeps refusing is not asked again on every pass.
+RESERVE_RETRY_AT = f"{GROUP}/reserve-retry-at"
+# "true" on a job bound in reservation mode: its Works start in phase Reserve (a Work the
+# hub completes after a restart too, unless the placement was committed already).
+RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
-            PREEMPTED_BY, RESIZED)
+            PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's
@@ -93,6 +99,25 @@ QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tre
 # The agent's own marks on member objects it makes from a copy.
 TENSORBOARD_FOR = f"{GROUP}/tensorboard-for"
 RUN_VARIANT = f"{GROUP}/run-variant"  # how a pod was made: "", "debug", "resume"
+
+# -- reservations: two phases -------------------------------------------------------------
+# A placement on members in reservation mode is written in two phases. The hub creates every
+# Work in phase Reserve (``spec.placement.phase``): the agent applies the member copy but
+# creates none of its pods; it holds the share's nodes with placeholder pods (one per replica,
+# the replica's requests, the gang's priority) and reports the ``Reserved`` condition: True
+# once every placeholder is bound to a node, False with reason Refused when the member's
+# scheduler cannot place one (local workloads took the nodes). The hub moves every Work to
+# phase Commit only when all of them are Reserved, and rolls all of them back (requeues the
+# job) on one refusal or when the reservation deadline passes, so a split gang starts whole or
+# not at all. In phase Commit the agent creates the real pods, each one on the node its slot's
+# placeholder held, the placeholder deleted as its pod is created.
+PHASE_RESERVE, PHASE_COMMIT = "Reserve", "Commit"  # "" (no phase): committed from the start
+RESERVED = "Reserved"  # condition on a Work's status
+RESERVING, REFUSED = "Reserving", "Refused"  # its reasons while False (True: RESERVED)
+# Labels and annotations of a placeholder pod (with JOB_UID and, as an annotation, WORK).
+PLACEHOLDER = f"{GROUP}/placeholder"  # label: "true"
+PLACEHOLDER_ROLE = f"{GROUP}/placeholder-role"  # label: the lower-case replica type it holds for
+PLACEHOLDER_INDEX = f"{GROUP}/placeholder-index"  # label: the replica index it holds for
 
 # -- topology levels a member reports (its agent's FLEET_TOPOLOGY_LEVELS, these by default) ----
 HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself: a domain of one node
@@ -309,6 +334,22 @@ def world(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
 def work_generation(work: Mapping[str, Any]) -> int:
     """The placement generation a Work carries (its fence)."""
     return int(((work.get("spec") or {}).get("placement") or {}).get("generation") or 0)
+
+
+def work_phase(work: Mapping[str, Any]) -> str:
+    """The Work's reservation phase: PHASE_RESERVE, PHASE_COMMIT, or "" (no reservation)."""
+    return str(((work.get("spec") or {}).get("placement") or {}).get("phase") or "")
+
+
+def reservation(work: Mapping[str, Any]) -> tuple[str, str]:
+    """(RESERVED, RESERVING or REFUSED, the agent's message) as the Work's status says;
+    ("", "") before the agent reported on a reservation."""
+    for condition in (work.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == RESERVED:
+            state = RESERVED if condition.get("status") == "True" \
+                else str(condition.get("reason") or RESERVING)
+            return state, str(condition.get("message") or "")
+    return "", ""
 
 
 def work_purge_mode(work: Mapping[str, Any]) -> str:

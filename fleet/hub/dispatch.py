@@ -174,6 +174,17 @@ class Dispatcher:
         except (errors.NotFound, errors.Conflict):
             return None
 
+    def commit_work(self, work: Mapping[str, Any]) -> Body | None:
+        """Move a Work from phase Reserve to Commit (its member starts the pods); None when
+        it is gone."""
+        meta = work["metadata"]
+        try:
+            return self.kube.patch(r.WORKS, meta["name"],
+                                   {"spec": {"placement": {"phase": p.PHASE_COMMIT}}},
+                                   meta["namespace"])
+        except errors.NotFound:
+            return None
+
     def set_cluster_condition(self, cluster: str, condition: Body) -> None:
         """Apply one condition the hub owns to a MemberCluster's status (the agent owns the
         others; conditions are a list keyed by type, so neither overwrites the other)."""

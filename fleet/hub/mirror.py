@@ -13,6 +13,7 @@ from typing import Any
 
 from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
+from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache
 from fleet.hub.dispatch import Dispatcher, now_text
@@ -98,6 +99,7 @@ def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdap
     failure = mf.replica_failure(works)
     status = el.with_resized(
         mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure), job)
+    status = reservations.with_condition(status, reservations.condition(works, stamp, current))
     status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
     if differs(current, status):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from fleet.api import protocol
 from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
 from fleet.hub import elastic as el
@@ -99,6 +100,14 @@ def stage_of(job: Mapping[str, Any]) -> Stage:
         else Stage.WAITING
 
 
+def retry_at(annotations: Mapping[str, Any]) -> float | None:
+    """When a job whose reservation was rolled back may be placed again (None: any time)."""
+    try:
+        return float(annotations[protocol.RESERVE_RETRY_AT])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def keeps_copy(work: Mapping[str, Any]) -> bool:
     """Whether removing the Work would leave its member copy (purge mode Never)."""
     manifest = work["spec"]["manifests"][0]
@@ -115,6 +124,7 @@ def work_view(work: Body) -> WorkView:
     status = work.get("status") or {}
     unhealthy = next((c for c in status.get("conditions") or []
                       if c.get("type") == HEALTHY and c.get("status") == "False"), None)
+    reservation, said = protocol.reservation(work)
     return WorkView(
         name=work_key(work),
         cluster=work["spec"]["placement"]["cluster"],
@@ -126,6 +136,10 @@ def work_view(work: Body) -> WorkView:
         unhealthy_reason=str(unhealthy.get("message") or unhealthy.get("reason")
                              or "unhealthy") if unhealthy else "",
         evict_after=seconds((meta.get("annotations") or {}).get(EVICTING)),
+        phase=protocol.work_phase(work),
+        reservation=reservation,
+        reservation_message=said,
+        created=seconds(meta.get("creationTimestamp")),
     )
 
 
@@ -258,6 +272,7 @@ class ViewBuilder:
         view = JobView(key, uid, meta.get("creationTimestamp", ""), stage,
                        priority=q.priority_of(job, classes),
                        preempted_by=annotations.get(w.PREEMPTED_BY) or "",
+                       reserve_retry_at=retry_at(annotations),
                        requeue_reason=annotations.get(q.REQUEUE, ""),
                        dispatch_finalizer=w.FINALIZER in (meta.get("finalizers") or []),
                        finished=finished,

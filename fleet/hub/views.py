@@ -81,6 +81,7 @@ def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
         stale_reason=stale,
         topology_levels=tuple(status.capacity.topology_levels
                               if status and status.capacity else ()),
+        reservation=bool(cluster.spec.reservation),
     )
 
 

@@ -84,7 +84,9 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
 
 
 def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, Any],
-              placement: list[dict[str, Any]], deps: Sequence[Body] = ()) -> Body:
+              placement: list[dict[str, Any]], deps: Sequence[Body] = (),
+              phase: str = "") -> Body:
+    """The Work of one share; ``phase`` Reserve for a placement in reservation mode."""
     meta = job["metadata"]
     name = work_name(job)
     return {
@@ -105,10 +107,20 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "placement": {"cluster": share["cluster"], "replicas": share["replicas"],
                           "offsets": share["offsets"], "nodes": share.get("nodes", []),
                           **({"domains": share["domains"]} if share.get("domains") else {}),
-                          "generation": p.placement_generation(meta)},
+                          "generation": p.placement_generation(meta),
+                          **({"phase": phase} if phase else {})},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
         },
     }
+
+
+def dispatch_phase(job: Mapping[str, Any], works: Sequence[Mapping[str, Any]]) -> str:
+    """The phase of a Work the hub completes for a recorded placement: Reserve while the
+    placement is reserved and not committed yet, Commit once another Work is, else none."""
+    if (job["metadata"].get("annotations") or {}).get(p.RESERVED_PLACEMENT) != "true":
+        return ""
+    committed = any(p.work_phase(wk) == p.PHASE_COMMIT for wk in works)
+    return p.PHASE_COMMIT if committed else p.PHASE_RESERVE
 
 
 def outdated(job: Mapping[str, Any], work: Mapping[str, Any]) -> bool:

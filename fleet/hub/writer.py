@@ -20,9 +20,11 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec
 
 from fleet import metrics
+from fleet.api import protocol as p
 from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
+from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
@@ -34,6 +36,7 @@ from fleet.kinds.base import InvalidJob, KindAdapter
 from planner.backfill import KEPT_BACK, RESERVED
 from planner.intents import (
     Bind,
+    Commit,
     Dispatch,
     Expire,
     FailOver,
@@ -45,6 +48,7 @@ from planner.intents import (
     RemoveWorks,
     Requeue,
     Resize,
+    RollBack,
     Shrink,
     Unbind,
     Wait,
@@ -57,6 +61,7 @@ P = ParamSpec("P")
 # Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
 # on every pass.
 RUNNING_METRIC_SECONDS = 5.0
+ROLLED_BACK = "reservation rolled back"  # how a rolled-back job's requeue reason starts
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,10 @@ class Writer:
         match intent:
             case Dispatch():
                 self.complete_dispatch(intent, job, adapter, ctx.snap)
+            case Commit():
+                self.commit(intent, job, ctx)
+            case RollBack():
+                self.roll_back(intent, job, adapter)
             case Wait():
                 self.show_waiting(intent, job, adapter)
             case Requeue():
@@ -164,10 +173,14 @@ class Writer:
                 if unbound is not None:
                     self.cache.upsert("jobs", unbound)
                     preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
-                    self.write_status(unbound, adapter, pv.with_preempted(
+                    status = pv.with_preempted(
                         adapter.waiting_status(None, "Preempted" if preempted else "Requeued",
                                                intent.reason, now_text()),
-                        unbound, now_text()))
+                        unbound, now_text())
+                    if intent.reason.startswith(ROLLED_BACK):
+                        status = reservations.with_condition(status, reservations.rolled_back(
+                            intent.reason, now_text(), job.get("status")))
+                    self.write_status(unbound, adapter, status)
             case Release():
                 self.dispatcher.release(job, adapter)
             case Expire():
@@ -197,6 +210,8 @@ class Writer:
                 w.PREEMPTED_BY: None,
                 w.RESIZED: el.resized_mark("Sized", bind.sized, now_text()) if bind.sized
                 else None,
+                p.RESERVED_PLACEMENT: "true" if bind.reserve else None,
+                p.RESERVE_RETRY_AT: None,
             }
             shares = w.placement_dicts(bind.shares)
             bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),
@@ -209,8 +224,9 @@ class Writer:
             bound_at = time.time()
             try:
                 deps = self.dependencies(bound, adapter, ctx.snap, bind.propagate_deps)
+                phase = p.PHASE_RESERVE if bind.reserve else ""
                 created = self.dispatcher.create_works(
-                    [w.work_body(bound, adapter, share, shares, deps) for share in shares])
+                    [w.work_body(bound, adapter, share, shares, deps, phase) for share in shares])
             except Exception:
                 metrics.DISPATCH_ERRORS.inc()
                 log.exception("dispatch of %s failed; rolled back", bind.job)
@@ -232,6 +248,10 @@ class Writer:
             if bind.backfill:
                 metrics.DECISIONS.labels("backfilled").inc()
                 self.dispatcher.event(bound, "Backfilled", bind.backfill)
+            if bind.reserve:
+                metrics.RESERVATIONS.labels("reserving").inc()
+                self.dispatcher.event(bound, p.RESERVING, "reserving the nodes of every share "
+                                      "before any pod starts: " + ", ".join(bind.clusters))
             self.write_status(bound, adapter, adapter.bound_status(
                 bound.get("status"), list(bind.clusters), bind.reason, now_text()))
             log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
@@ -257,10 +277,35 @@ class Writer:
         placement = w.decode_placement(job)
         log.info("completing dispatch of %s to %s", intent.job, list(intent.clusters))
         deps = self.dependencies(job, adapter, snap, intent.propagate_deps)
+        phase = w.dispatch_phase(job, snap.works_of(job["metadata"]["uid"]))
         for work in self.dispatcher.create_works(
-                [w.work_body(job, adapter, s, placement, deps) for s in placement
+                [w.work_body(job, adapter, s, placement, deps, phase) for s in placement
                  if s["cluster"] in intent.clusters]):
             self.cache.upsert("works", work)
+
+    # -- reservations: the second phase --------------------------------------------------
+    def commit(self, intent: Commit, job: Body, ctx: PassContext) -> None:
+        """Every member holds its share: its Works move to phase Commit (the pods start)."""
+        works = ctx.works(job)
+        for name in intent.works:
+            if name in works:
+                committed = self.dispatcher.commit_work(works[name])
+                if committed is not None:
+                    self.cache.upsert("works", committed)
+        metrics.RESERVATIONS.labels("committed").inc()
+        self.dispatcher.event(job, "Committed", intent.reason)
+        log.info("committed %s: %s", intent.job, intent.reason)
+
+    def roll_back(self, intent: RollBack, job: Body, adapter: KindAdapter) -> None:
+        """A member refused or did not confirm: the job goes back to waiting (its Works and
+        their placeholders go), to be placed again after ``intent.retry_at``."""
+        reason = f"{ROLLED_BACK}: {intent.reason}"
+        if not self.dispatcher.mark_requeue(job, adapter, reason,
+                                            {p.RESERVE_RETRY_AT: f"{intent.retry_at:.3f}"}):
+            return
+        metrics.RESERVATIONS.labels("rolled_back").inc()
+        self.dispatcher.event(job, "RolledBack", intent.reason, "Warning")
+        log.info("rolled back %s: %s", intent.job, intent.reason)
 
     # -- moving and removing ------------------------------------------------------------
     def preempt(self, intent: Requeue, victim: Body, adapter: KindAdapter,
@@ -359,6 +404,8 @@ class Writer:
             return
         status = pv.with_preempted(adapter.waiting_status(
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
+        # a rollback is said until the job is placed again
+        status = reservations.with_condition(status, reservations.kept(job.get("status")))
         status["queue"] = shown
         self.write_status(job, adapter, status)
         if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:

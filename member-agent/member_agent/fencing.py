@@ -26,11 +26,13 @@ from typing import Any
 
 from fleet.api.protocol import (
     JOB_UID,
+    PHASE_RESERVE,
     PURGE_MODE,
     PURGE_NEVER,
     copy_work,
     placement_generation,
     work_generation,
+    work_phase,
 )
 
 JobKey = tuple[str, str, str]  # (kind key, namespace, name)
@@ -43,6 +45,7 @@ class Fence:
     job_uid: str
     generation: int
     purge_mode: str = ""
+    reserving: bool = False  # phase Reserve: the copy is applied, its pods wait for Commit
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def fence_of(work: Mapping[str, Any]) -> Fence:
     annotations = work.get("metadata", {}).get("annotations") or {}
     return Fence(job_uid=str(spec.get("job", {}).get("uid", "")),
                  generation=work_generation(work),
-                 purge_mode=str(annotations.get(PURGE_MODE) or ""))
+                 purge_mode=str(annotations.get(PURGE_MODE) or ""),
+                 reserving=work_phase(work) == PHASE_RESERVE)
 
 
 def member_job(key: JobKey, body: Mapping[str, Any], namespace: str) -> MemberJob | None:
@@ -109,6 +113,8 @@ def judge(job: MemberJob, fence: Fence | None, *, synced: bool) -> Verdict:
     if fence.generation < job.generation:
         return Verdict(job, Action.HOLD, f"its Work is at placement generation "
                                          f"{fence.generation}, the job at {job.generation}")
+    if fence.reserving:
+        return Verdict(job, Action.HOLD, "its Work reserves the nodes: pods wait for Commit")
     return Verdict(job, Action.RUN, f"placement generation {job.generation}")
 
 

@@ -16,6 +16,7 @@ from fleet.clients import resources as r
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from member_agent import kubelet_endpoint
+from member_agent.controllers.placeholders import DEFAULT_IMAGE
 from member_agent.controllers.runtime import (
     KINDS,
     JobController,
@@ -96,8 +97,12 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     controller = JobController(member, STATE.stores, QUEUE)
     CONTROLLERS.append(controller)
     sync = HubSync(hub, member, cluster, STATE,
-                   fence_interval=float(os.environ.get("FLEET_FENCE_SWEEP_SECONDS", "2")))
+                   fence_interval=float(os.environ.get("FLEET_FENCE_SWEEP_SECONDS", "2")),
+                   placeholder_image=os.environ.get("FLEET_PLACEHOLDER_IMAGE")
+                   or DEFAULT_IMAGE)
     controller.fence = sync.may_run
+    controller.take_slot = sync.take_slot
+    sync.wake = QUEUE.add
     reporter = Reporter(hub, member, cluster, STATE,
                         interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")),
                         held=sync.held, topology_levels=_topology_levels())

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from fleet.clients.kube import Kube
 from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
 from member_agent import fencing
+from member_agent.controllers import placeholders as ph
 from member_agent.controllers.runtime import KINDS, JobKey, kind_key
 from member_agent.fencing import Action, Fence
 from member_agent.keyed import LatestPerKey
@@ -56,9 +57,15 @@ def stamp() -> str:
 
 class HubSync:
     def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
-                 fence_interval: float = 2.0) -> None:
+                 fence_interval: float = 2.0,
+                 placeholder_image: str = ph.DEFAULT_IMAGE) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
         self.fence_interval = fence_interval
+        self.placeholder_image = placeholder_image
+        # Reservations (phase Reserve): each Work's verdict on its placeholders, and how to
+        # wake the job controller for a job whose Work was committed.
+        self.verdicts: dict[str, ph.Verdict] = {}
+        self.wake: Callable[[JobKey], None] = lambda key: None
         self.namespace = member_namespace(cluster)
         self.works: dict[str, Body] = {}
         self.reported: dict[str, Body] = {}
@@ -145,6 +152,7 @@ class HubSync:
                 log.exception("fencing sweep failed")
 
     def sweep(self) -> None:
+        self.sweep_placeholders()
         jobs = self.state.stores.all_jobs()
         with self.lock:
             fences = dict(self.fences)
@@ -157,6 +165,89 @@ class HubSync:
                     self._remove_job(verdict.job, verdict.reason)
                 except errors.ApiError as exc:  # e.g. the member's API server is down
                     log.warning("stale %s not removed yet: %s", "/".join(verdict.job.key), exc)
+
+    def sweep_placeholders(self) -> None:
+        """No placeholder outlives its Work: those whose Work is gone go (once the Works
+        were listed: before that an absent Work means nothing)."""
+        if not self.synced.is_set():
+            return
+        with self.lock:
+            works = {name: fence.job_uid for name, fence in self.fences.items()}
+        _, pods = self.state.snapshot()
+        for namespace, name, why in ph.orphans(pods, self.namespace, works):
+            log.info("removing placeholder %s/%s: %s", namespace, name, why)
+            self._delete_placeholder(namespace, name)
+
+    def _delete_placeholder(self, namespace: str, name: str) -> None:
+        try:
+            self.member.delete(r.PODS, name, namespace, grace_period_seconds=0)
+        except errors.ApiError as exc:  # the next sweep or report tries again
+            log.warning("placeholder %s/%s not deleted yet: %s", namespace, name, exc)
+
+    def _placeholders(self, namespace: str, job_uid: str) -> list[Body]:
+        _, pods = self.state.snapshot()
+        return [pod for pod in pods if pod["metadata"]["namespace"] == namespace
+                and ph.is_placeholder(pod)
+                and (pod["metadata"].get("labels") or {}).get(protocol.JOB_UID) == job_uid]
+
+    def hold(self, work: Body, applied: Body | None = None) -> ph.Verdict | None:
+        """Carry out what the Work's reservation needs now (placeholders to create or
+        delete) and return its verdict (None: the Work has no reservation). ``applied``: the
+        member copy as just applied (the member-side cache may not have it yet)."""
+        name = work["metadata"]["name"]
+        if not protocol.work_phase(work):
+            return None
+        key = _job_key(work)
+        job, job_pods = self.state.stores.read(key)
+        job = job or applied
+        held = self._placeholders(key[1], work["spec"]["job"]["uid"])
+        kind = KINDS.get(key[0])
+        real: list[ph.Slot] = []
+        if kind is not None:
+            for pod in job_pods:
+                labels = pod["metadata"].get("labels") or {}
+                try:
+                    real.append((str(labels[kind.type_label]), int(labels[kind.index_label])))
+                except (KeyError, ValueError):
+                    continue
+        owner = None
+        if job is not None and protocol.copy_work(job["metadata"]) == (self.namespace, name):
+            owner = {"apiVersion": job["apiVersion"], "kind": job["kind"],
+                     "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+        decided = ph.plan(work, held, real, owner, self.placeholder_image)
+        verdict = decided.verdict
+        for pod in decided.create:
+            try:
+                self.member.create(r.PODS, pod)
+            except errors.AlreadyExists:
+                continue
+            except errors.ApiError as exc:
+                if exc.status not in (400, 403, 422):
+                    raise
+                # the member refuses the pod itself (a quota, an admission policy): as
+                # final as a scheduler that cannot place it
+                verdict = ph.Verdict(protocol.REFUSED, f"placeholder "
+                                     f"{pod['metadata']['name']} refused: {exc}"[:1024])
+        for gone in decided.delete:
+            self._delete_placeholder(key[1], gone)
+        return verdict
+
+    def take_slot(self, job: Mapping[str, Any], slot: ph.Slot) -> str | None:
+        """For the job controller creating the real pod of ``slot``: the node the slot's
+        placeholder holds (None when none does), the placeholder deleted first."""
+        meta = job["metadata"]
+        uid = (meta.get("labels") or {}).get(protocol.JOB_UID)
+        namespace, name = protocol.copy_work(meta)
+        with self.lock:
+            work = self.works.get(name) if namespace == self.namespace else None
+        if not uid or work is None or protocol.work_phase(work) != protocol.PHASE_COMMIT:
+            return None  # not a reservation's job: nothing to look for
+        pinned = ph.pinned_node(self._placeholders(meta["namespace"], str(uid)), slot)
+        if pinned is None:
+            return None
+        node, placeholder = pinned
+        self._delete_placeholder(meta["namespace"], placeholder)
+        return node
 
     def _remove_job(self, job: fencing.MemberJob, why: str) -> None:
         kind, namespace, name = job.key
@@ -193,6 +284,8 @@ class HubSync:
                 purged = name in self.purged
                 self.purged.discard(name)
             self.state.changed.set()  # any reservation it held ends
+            self.sweep_now.set()  # its placeholders go
+            self.verdicts.pop(name, None)
             if not purged:  # released without us (its member was lost): its copy goes now
                 current = self._job_of(work)
                 self._remove_objects(work, "its Work was deleted without the agent")
@@ -231,6 +324,7 @@ class HubSync:
         if domains:
             manifests = [pinned(manifests[0], domains), *manifests[1:]]
         # What the job needs first: its pods refer to its PriorityClass and dependencies.
+        applied: Body | None = None  # the job, last
         for manifest in [*manifests[1:], manifests[0]]:
             if is_priority_class(manifest):
                 apply_priority_class(self.member, manifest, FIELD_MANAGER)
@@ -242,7 +336,7 @@ class HubSync:
                                   field_manager=FIELD_MANAGER)
                 self.namespaces.add(namespace)
             resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
-            self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
+            applied = self.member.apply(resource, manifest, field_manager=FIELD_MANAGER)
         with self.lock:
             first = work["metadata"]["name"] not in self.works
             before = self.works.get(work["metadata"]["name"])
@@ -260,6 +354,19 @@ class HubSync:
             STAGES.applied(work)
             log.info("applied work %s", work["metadata"]["name"])
         self.state.changed.set()
+        self.wake(_job_key(work))  # e.g. committed: its pods may start now
+        if protocol.work_phase(work) == protocol.PHASE_RESERVE:
+            self._hold_now(work, applied)  # its placeholders now, not at the next report
+
+    def _hold_now(self, work: Body, job: Body | None) -> None:
+        name = work["metadata"]["name"]
+        try:
+            verdict = self.hold(work, job)
+        except errors.ApiError as exc:  # the report loop tries again
+            log.warning("placeholders of work %s not created yet: %s", name, exc)
+            return
+        if verdict is not None:
+            self.verdicts[name] = verdict
 
     def _already_applied(self, work: Body) -> bool:
         """The Work's spec (its generation) is on the member already and carries our finalizer:
@@ -311,6 +418,7 @@ class HubSync:
             self.works.pop(meta["name"], None)
             self.reported.pop(meta["name"], None)
             self.applied.pop(meta["name"], None)
+        self.sweep_now.set()  # its placeholders go
         self.state.changed.set()
 
     def _remove_objects(self, work: Body, why: str) -> None:
@@ -371,6 +479,15 @@ class HubSync:
         for work in works:
             name = work["metadata"]["name"]
             self.repair_drift(work)
+            try:
+                verdict = self.hold(work)
+            except errors.ApiError as exc:  # the member's API server: the next round retries
+                log.warning("placeholders of work %s not updated: %s", name, exc)
+                verdict = self.verdicts.get(name)
+            if verdict is None:
+                self.verdicts.pop(name, None)
+            else:
+                self.verdicts[name] = verdict
             status = self.work_status(work)
             before = self.reported.get(name) or work.get("status") or {}
             patch = merge_diff(before, status)
@@ -405,6 +522,12 @@ class HubSync:
         else:
             self.unhealthy_since.setdefault(name, stamp())
         created = work["metadata"].get("creationTimestamp")
+        verdict = self.verdicts.get(name)
+        reserved = [] if verdict is None else [{
+            "type": protocol.RESERVED,
+            "status": "True" if verdict.state == protocol.RESERVED else "False",
+            "reason": verdict.state, "message": verdict.message[:1024],
+            "lastTransitionTime": created}]
         return protocol.work_status(
             applied=job is not None,
             state=adapter.state(job_status) or ("Applied" if job else "Pending"),
@@ -415,7 +538,8 @@ class HubSync:
                          "lastTransitionTime": created},
                         {"type": protocol.HEALTHY, "status": "True" if share.healthy else "False",
                          "reason": share.reason, "message": share.message,
-                         "lastTransitionTime": self.unhealthy_since.get(name) or created}])
+                         "lastTransitionTime": self.unhealthy_since.get(name) or created},
+                        *reserved])
 
 
 def _job_key(work: Mapping[str, Any]) -> JobKey:

@@ -6,7 +6,9 @@ look free to anyone reading raw capacity; the agent therefore reports the share'
 replicas as taken on the named nodes (and names the Works it holds for), so no other decision
 spends them. A reservation ends when every pod of the share has been bound once (``bound``
 names those Works; their pods then count as used, or are gone), when the Work goes, or after
-``timeout`` seconds (a share that cannot start must not hold nodes forever).
+``timeout`` seconds (a share that cannot start must not hold nodes forever). In reservation
+mode (a Work with a phase) placeholder pods carry the job's uid, so they count as bound here:
+what they hold is reported as used pods, not again as reserved.
 
 Pure: Works, pods, the time the agent first saw each Work, and the clock come in.
 """
@@ -17,7 +19,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.protocol import JOB_UID
+from fleet.api.protocol import JOB_UID, work_phase
 from fleet.kinds import adapter_for
 from fleet.kinds.base import pod_request
 
@@ -60,6 +62,9 @@ def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
         replicas = share_replicas(work)
         unbound = replicas[bound_by_job.get(work["spec"]["job"]["uid"], 0):]
         if not unbound:
+            if work_phase(work):  # its placeholders hold every replica: they count as pods
+                # in the report, and the Work is named so that the hub does not count it again
+                out.append(Reservation(name, nodes, {}))
             continue
         held: dict[str, dict[str, int]] = {}
         for index, request in enumerate(unbound):  # spread over the named nodes in turn

@@ -56,3 +56,12 @@ def test_a_share_bound_once_holds_nothing_even_after_its_pods_finish() -> None:
 def test_a_reservation_times_out_and_needs_named_nodes() -> None:
     assert reservations([work()], [], {"w": 0.0}, now=121.0) == []
     assert reservations([work(nodes=())], [], {"w": 0.0}, now=1.0) == []
+
+
+def test_placeholders_count_as_bound_and_their_work_is_still_named() -> None:
+    reserving = work()
+    reserving["spec"]["placement"]["phase"] = "Reserve"
+    placeholders = [pod("n1"), pod("n1"), pod("n2")]  # they carry the job's uid too
+    [held] = reservations([reserving], placeholders, {"w": 0.0}, now=1.0)
+    assert (held.work, dict(held.by_node)) == ("w", {})
+    assert reservations([work()], placeholders, {"w": 0.0}, now=1.0) == []

@@ -240,6 +240,10 @@ class JobController:
         # Fencing: whether this job may run here now (hubsync knows the Works); a fenced job
         # is not reconciled at all, so it gets no new pods, until it runs again or is removed.
         self.fence: Callable[[Mapping[str, Any], JobKey], bool] = lambda job, key: True
+        # Reservations: the node a slot's placeholder holds (it is deleted as the slot's real
+        # pod is created there; hubsync knows the placeholders), None when none holds it.
+        self.take_slot: Callable[[Mapping[str, Any], tuple[str, int]], str | None] = \
+            lambda job, slot: None
         self._failures: dict[JobKey, tuple[int, str]] = {}  # key -> (failures in a row, last)
 
     def run(self, stop: threading.Event) -> None:
@@ -336,6 +340,8 @@ class JobController:
             self.kube.delete(r.PODS, name, namespace)
         # Pods before Services, as the Kubeflow operators do (a pod's peers resolve its
         # Service name only once they run), and a job's pods at once, not one by one.
+        for pod in decision.create:
+            self._pin(kind, job, pod)
         failures = [f for f in self._creators.map(self._create_pod, decision.create) if f]
         for exc, pod in failures:  # e.g. a quota or admission refusal on the member
             self.events.record(job, "FailedCreatePod", f"pod {pod['metadata']['name']}: {exc}",
@@ -369,6 +375,18 @@ class JobController:
             self.kube.delete(kind.resource, key[2], key[1], uid=job["metadata"]["uid"])
         elif decision.requeue_after is not None:
             self.requeue_after(key, decision.requeue_after)
+
+    def _pin(self, kind: JobKind, job: Mapping[str, Any], pod: Body) -> None:
+        """A pod whose slot a placeholder holds goes to that node (the placeholder goes)."""
+        labels = pod["metadata"].get("labels") or {}
+        try:
+            slot = (str(labels[kind.type_label]), int(labels[kind.index_label]))
+        except (KeyError, ValueError):
+            return
+        node = self.take_slot(job, slot)
+        if node:
+            pod["spec"]["nodeName"] = node
+            pod["spec"].pop("schedulingGates", None)
 
     def _create_pod(self, pod: Body) -> tuple[errors.ApiError, Body] | None:
         try:
