@@ -77,7 +77,9 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     assert job.demand is not None
     assert job.policy is not None
     out: list[Intent] = []
-    fleet = [v for v in capacity.values() if v.name not in job.avoid]
+
+    def fleet() -> list[ClusterView]:  # built only when a job is divided or preempts
+        return [v for v in capacity.values() if v.name not in job.avoid]
 
     def preempt_or(why: Wait) -> tuple[list[Intent], Wait | None]:
         if preempting is None:
@@ -103,7 +105,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
             return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
-    decision = divide(job.demand, fleet, job.policy.rules)
+    decision = divide(job.demand, fleet(), job.policy.rules)
     if not decision.placed:
         if admission is not None and job.quota is not None:
             admission.wait(job.quota)

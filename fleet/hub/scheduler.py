@@ -36,6 +36,7 @@ from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
 log = logging.getLogger(__name__)
+MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
@@ -68,6 +69,8 @@ class Scheduler:
         self._holds: Mapping[str, Hold] = {}
         self._retry_at: Mapping[str, float] = {}
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
+        # Bound jobs by uid: the versions of the job and its Works last mirrored.
+        self._mirrored: dict[str, tuple[object, ...]] = {}
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -125,11 +128,11 @@ class Scheduler:
         jobs: dict[str, Body] = {}
         skipped: set[tuple[str, str, str]] = set()
         for job in sorted(snap.jobs.values(), key=creation_order):
-            key, uid = Cache.key(job), job["metadata"]["uid"]
+            uid = job["metadata"]["uid"]
             if uid in inflight:
-                skipped.add(key)  # its bind is being written; the next pass sees it
+                skipped.add(Cache.key(job))  # its bind is being written; the next pass sees it
                 continue
-            if full or key in changed_jobs or uid in changed_works or _waits(job):
+            if full or uid in changed_works or Cache.key(job) in changed_jobs or _waits(job):
                 jobs[q.job_key(job)] = job
         if skipped:
             self.cache.mark_changed(skipped)
@@ -158,14 +161,25 @@ class Scheduler:
             if job_view.stage is not Stage.BOUND:
                 continue
             job = ctx.looked[job_view.key]
+            works = ctx.snap.works_of(job_view.uid)
+            # What the two steps read: unchanged since they last ran without error, they
+            # would find nothing to write (at 10,000 bound jobs, every full pass ran them).
+            versions = (job["metadata"].get("resourceVersion"),
+                        tuple(wk["metadata"].get("resourceVersion") for wk in works))
+            if self._mirrored.get(job_view.uid) == versions:
+                continue
             try:
                 adapter = adapter_for(job["apiVersion"], job["kind"])
-                works = ctx.snap.works_of(job_view.uid)
                 propagate_spec(self.dispatcher, self.cache, job, adapter,
                                w.decode_placement(job), works)
                 aggregate(self.dispatcher, self.cache, job, adapter, works, stamp)
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
+                continue
+            self._mirrored.pop(job_view.uid, None)
+            if len(self._mirrored) >= MAX_MIRRORED:
+                self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
+            self._mirrored[job_view.uid] = versions
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
         """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The

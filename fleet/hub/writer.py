@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec
 
 from fleet import metrics
+from fleet.hub import coalescing
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
@@ -325,7 +326,7 @@ class Writer:
         shown: dict[str, str | int] = {"reason": why.reason, "message": why.message}
         if why.queue:
             shown |= {"name": why.queue, "position": why.position}
-        if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
+        if not coalescing.needs_write(queue, shown):
             return
         status = pv.with_preempted(adapter.waiting_status(
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
