@@ -36,6 +36,7 @@ from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
 log = logging.getLogger(__name__)
+EXPORT_SECONDS = 1.0  # the members' gauges (scraped every 15-30 s) are refreshed this often
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
@@ -64,6 +65,7 @@ class Scheduler:
         self.writer = Writer(self.cache, self.dispatcher, self.workers)
         self.views = ViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
         self._next_full_pass = 0.0
+        self._next_export = 0.0  # the members' gauges, refreshed at most once a second
         # What the last plan left for the next: capacity held for preemptors (by uid), and
         # when to plan again for a job that had no plan. The planner itself keeps nothing.
         self._holds: Mapping[str, Hold] = {}
@@ -108,7 +110,9 @@ class Scheduler:
                                  self.settings.capacity_stale_after)
                     for b in snap.clusters.values()]
         self._show_staleness(snap, clusters)
-        export_clusters(snap, clusters, now)
+        if time.monotonic() >= self._next_export:  # a walk over every member's series
+            self._next_export = time.monotonic() + EXPORT_SECONDS
+            export_clusters(snap, clusters, now)
         looked = self.jobs_to_look_at(snap, inflight, full, changed)
         view = self.snapshot(snap, now, clusters, inflight, list(looked.values()))
         started = time.perf_counter()
