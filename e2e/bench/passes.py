@@ -214,8 +214,9 @@ def settle(scheduler: Scheduler, timeout: float = 60.0) -> None:
 def finish(kube: MemoryKube, count: int) -> None:
     """The ``count`` longest running jobs succeed: their Works report it, as agents would
     (not counted as the hub's writes); the hub mirrors it and their quota frees."""
-    running = [work for key, work in kube.objects.items()
-               if key[0] == r.WORKS.plural and not (work.get("status") or {}).get("state")]
+    with kube._lock:  # the writer's event senders create objects meanwhile
+        running = [work for key, work in kube.objects.items()
+                   if key[0] == r.WORKS.plural and not (work.get("status") or {}).get("state")]
     running.sort(key=lambda work: int(work["metadata"]["resourceVersion"]))
     for work in running[:count]:
         done = copy.deepcopy(work)
