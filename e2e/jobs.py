@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,12 +20,18 @@ KUBEFLOW_JOB = "training.kubeflow.org/job-name"
 T9K_JOB = "batch.tensorstack.dev/job-name"
 
 
+@functools.cache
+def _example(name: str) -> Body:
+    """A seed example, parsed once (the scale bench builds ten thousand jobs from it)."""
+    return dict(yaml.safe_load((EXAMPLES / name).read_text()))
+
+
 def seed_pytorchjob(name: str, namespace: str = "default", *, run_for: str = "3s",
                     exit_code: int = 0, gpus: int | None = None, workers: int | None = None,
                     master: bool = True) -> Body:
     """Seed 002's PyTorchJob (1 master, 2 workers, 1 GPU each), renamed, with the kwok
     annotations that make its pods run for ``run_for`` and exit with ``exit_code``."""
-    job: Body = copy.deepcopy(yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text()))
+    job: Body = copy.deepcopy(_example("pytorchjob.yaml"))
     job["metadata"] = {"name": name, "namespace": namespace}
     specs = job["spec"]["pytorchReplicaSpecs"]
     if not master:

@@ -131,10 +131,13 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     assert job.demand is not None
     assert job.policy is not None
     out: list[Intent] = []
-    fleet = _usable(job, capacity)
+
+    def fleet() -> list[ClusterView]:  # built only when a job is divided or preempts
+        return _usable(job, capacity)
+
     sized = ""
     if job.elastic is not None:  # at the most that fits now, at least its min
-        job, sized = elastic.choose_size(job, lambda j: _short(j, admission, fleet))
+        job, sized = elastic.choose_size(job, lambda j: _short(j, admission, fleet()))
     demand, policy = job.demand, job.policy
     assert demand is not None
     assert policy is not None
@@ -170,7 +173,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
             return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
-    decision = divide(demand, fleet, policy.rules)
+    decision = divide(demand, fleet(), policy.rules)
     if not decision.placed:
         _keep_waiting(job, admission)
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))

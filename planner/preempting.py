@@ -8,7 +8,7 @@ with the view and goes out with the plan; times are the view's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.elastic import shrunk_shares
@@ -61,11 +61,12 @@ class PreemptionPass:
     def bound(self, job: JobView) -> None:
         self.holds.pop(job.uid, None)
 
-    def for_job(self, job: JobView, fleet: Sequence[ClusterView],
+    def for_job(self, job: JobView, fleet: Callable[[], Sequence[ClusterView]],
                 capacity: dict[str, ClusterView], admission: AdmissionPass | None,
                 view: PassView) -> tuple[list[Intent], Wait | None]:
         """Keep what was freed for ``job``, or plan one preemption for it; its intents and
-        its Wait (None when it simply waits as it would without preemption)."""
+        its Wait (None when it simply waits as it would without preemption). ``fleet``
+        builds the members it may use, only when a plan needs them."""
         p = self.view
         if job.priority <= p.floor and job.uid not in self.holds:
             return [], None  # the common case: nobody below it to preempt
@@ -99,7 +100,7 @@ class PreemptionPass:
                               job.policy.rules,
                               job.quota.charge if job.quota is not None and leaf else {},
                               leaf.key if leaf else None, preempted=bool(job.preempted_by))
-        planned = plan_preemption(preemptor, p.running, fleet, limits)
+        planned = plan_preemption(preemptor, p.running, fleet(), limits)
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None

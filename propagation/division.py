@@ -186,8 +186,8 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
     wanted = [(name, total.get(name, 0)) for name in order]
     ranked, short = [], []
     for cluster in filtered.eligible:
-        free = cluster.free_amounts
-        left = tuple(free.get(name, 0) - amount for name, amount in wanted)
+        free = cluster.free_amounts  # a list, not a generator: this loop runs per cluster
+        left = tuple([free.get(name, 0) - amount for name, amount in wanted])
         if min(left, default=0) < 0:
             short.append(cluster)
         else:
@@ -373,7 +373,7 @@ def _subtract(groups: list[NodeGroup], request: Resources,
         if domains and not _in_domains(group, domains):
             continue
         free = dict(group.free.items_)
-        left = tuple(free.get(name, 0) - amount for name, amount in wanted)
+        left = tuple([free.get(name, 0) - amount for name, amount in wanted])
         if min(left, default=0) >= 0 and (best is None or (left, i) < best):
             best = (left, i)
     if best is None:  # (the domain's nodes are already reported full: take it anywhere)

@@ -115,8 +115,7 @@ class AdmissionPass:
         # Per leaf, its holdings in the admission order of their jobs (starvation counts).
         self._in_order: dict[str, list[tuple[tuple[tuple[int, str, str], int], Holding]]] = {
             key: [] for key in self._nodes}
-        for holding in self.holdings:
-            self._charge(holding)
+        self._charge_all(self.holdings)
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
         self._claim_cache: dict[str, Job] | None = None
@@ -276,6 +275,32 @@ class AdmissionPass:
             bisect.insort(self._preemption[leaf.key], entry, key=lambda e: e[0])
         bisect.insort(self._in_order[leaf.key], ((order_key(holding.job), self._charged),
                                                  holding), key=_order_only)
+
+    def _charge_all(self, holdings: Iterable[Holding]) -> None:
+        """:meth:`_charge` for every holding, the per-leaf orders sorted once at the end
+        (equal to inserting one at a time: the charge count makes every key unique)."""
+        totals: dict[str, dict[str, int]] = {}
+        for holding in holdings:
+            leaf = self.leaf(holding.job)
+            if leaf is None:
+                continue
+            total = totals.setdefault(leaf.key, {})
+            for resource, amount in holding.job.charge.items():
+                total[resource] = total.get(resource, 0) + amount
+            self._members[leaf.key].append(holding)
+            self._charged += 1
+            if holding.job.charge:
+                self._preemption[leaf.key].append(
+                    (_victim_order(holding, self._rank[leaf.key], self._charged), holding))
+            self._in_order[leaf.key].append(((order_key(holding.job), self._charged), holding))
+        for leaf_key, total in totals.items():
+            for key in self._paths[leaf_key]:
+                self._usage[key] = add(self._usage[key], total)
+        for entries in self._preemption.values():
+            entries.sort(key=lambda e: e[0])
+        for ordered in self._in_order.values():
+            ordered.sort(key=_order_only)
+        self._claim_cache = None
 
     def _release(self, holding: Holding) -> None:
         leaf = self.leaf(holding.job)

@@ -7,7 +7,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from e2e.bench import inprocess, onfleet, scale
+from e2e.bench import inprocess, onfleet, passes, scale
 from e2e.bench.results import Result, report
 
 PARTS = ("inprocess", "onfleet", "scale")
@@ -31,6 +31,9 @@ def main() -> None:
     results: list[Result] = []
     if "inprocess" in parts:
         results += inprocess.run()
+        print("[bench] scheduling pass in process, 100 members x 200 nodes, 10,000 jobs",
+              flush=True)
+        results += passes.pass_latency(args.scale_members, args.scale_nodes, args.scale_jobs)
     if "onfleet" in parts:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as workdir:
             results += onfleet.run(Path(workdir), jobs=args.jobs, pending=args.pending)

@@ -71,30 +71,35 @@ def register(hub: Kube, names: list[str]) -> None:
         list(pool.map(one, names))
 
 
-def tenants(hub: Kube, gpus: int) -> None:
+def tenant_objects(gpus: int) -> list[tuple[r.Resource, dict[str, Any]]]:
     """Three tenants: each leaf owns its namespace, is guaranteed a sixth of the fleet's GPUs
-    and may borrow up to half; the whole tree may use half of them at once."""
+    and may borrow up to half; the whole tree may use half of them at once. Each tenant's
+    PropagationPolicy queues its PyTorchJobs as gangs."""
     share = gpus // 6
     children = [{"name": t, "namespaces": [t], "min": {"nvidia.com/gpu": share},
                  "max": {"nvidia.com/gpu": gpus // 2}} for t in TENANTS]
-    hub.apply(r.ELASTICQUOTATREES, {
+    out: list[tuple[r.Resource, dict[str, Any]]] = [(r.ELASTICQUOTATREES, {
         "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
         "metadata": {"name": "scale", "namespace": "kube-system"},
         "spec": {"root": {"name": "root", "min": {"nvidia.com/gpu": gpus // 2},
-                          "max": {"nvidia.com/gpu": gpus // 2}, "children": children}}},
-        field_manager="bench")
+                          "max": {"nvidia.com/gpu": gpus // 2}, "children": children}}})]
     for tenant in TENANTS:
-        hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": tenant}}, field_manager="bench")
-        hub.apply(r.PROPAGATIONPOLICIES, {
+        out.append((r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": tenant}}))
+        out.append((r.PROPAGATIONPOLICIES, {
             "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
             "metadata": {"name": "training", "namespace": tenant},
             "spec": {"suspension": {"scheduling": True},
                      "resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
                                             "kind": "PyTorchJob"}],
                      "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                         "customSchedulingType": "Gang"}}}},
-            field_manager="bench")
+                                                         "customSchedulingType": "Gang"}}}}))
+    return out
+
+
+def tenants(hub: Kube, gpus: int) -> None:
+    for resource, body in tenant_objects(gpus):
+        hub.apply(resource, body, field_manager="bench")
 
 
 def without_webhook(hub: Kube, setup: Callable[[], None]) -> None:

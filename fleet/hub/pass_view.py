@@ -46,6 +46,7 @@ from preemption.model import Running
 from propagation.matching import PolicyRef, governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand
+from quota.engine import Holding
 from quota.queues import queue_names
 from quota.tree import QuotaNode, leaves_by_namespace, walk
 
@@ -175,6 +176,11 @@ class ViewBuilder:
     _demands: dict[tuple[str, int, str, str, str], JobDemand | InvalidJob] = field(
         default_factory=dict)
     _assumed: AssumedCapacity = field(default_factory=AssumedCapacity)
+    # A job's view by uid, with the versions it was built from (the job's, its Works', the
+    # policies' and PriorityClasses'): at 10,000 pending jobs, building each one's view again
+    # on every pass was most of the snapshot step, and between two passes few jobs change.
+    _views: dict[str, tuple[tuple[object, ...], JobView]] = field(default_factory=dict)
+    _holdings: dict[str, tuple[str, object, Holding | None]] = field(default_factory=dict)
 
     def demand(self, job: Mapping[str, Any]) -> JobDemand:
         """The job's demand, parsed once per spec (raises InvalidJob)."""
@@ -226,10 +232,12 @@ class ViewBuilder:
         self._policies = {k: v for k, v in self._policies.items() if k in bodies}
         refs = [policy_ref(b) for b in bodies.values()]
         classes = q.priority_classes(snap)
+        context = (tuple(sorted((k, b["metadata"].get("resourceVersion", ""))
+                                for k, b in bodies.items())), tuple(sorted(classes.items())))
         views: list[JobView] = []
         for job in jobs:
             try:
-                views.append(self.job_view(job, snap, bodies, refs, classes))
+                views.append(self.remembered_view(job, snap, bodies, refs, classes, context))
             except Exception as exc:  # one job's problem never stops the others
                 failed(job, exc)
         by_name = {c.name: c for c in clusters}
@@ -260,6 +268,26 @@ class ViewBuilder:
             running = tuple(pv.running_jobs(snap, classes, leaves, self.placed_demand))
         return PreemptionView(running, floor, holds, retry_at, PREEMPTION_PLANS_PER_PASS,
                               PREEMPTION_HOLD_SECONDS, PREEMPTION_RETRY_SECONDS)
+
+    def remembered_view(self, job: Body, snap: Snapshot,
+                        policies: Mapping[tuple[str, str], Body], refs: Sequence[PolicyRef],
+                        classes: Mapping[str, int], context: object) -> JobView:
+        """The job's view as the last pass built it while nothing it is built from changed
+        (its resourceVersion, its Works' and the policies' and PriorityClasses', ``context``);
+        else built anew."""
+        meta = job["metadata"]
+        uid = meta["uid"]
+        versions = (meta.get("resourceVersion", ""), context,
+                    tuple(wk["metadata"].get("resourceVersion") for wk in snap.works_of(uid)),
+                    tuple(wk["metadata"].get("resourceVersion") for wk in snap.evicting_of(uid)))
+        known = self._views.get(uid)
+        if known is not None and known[0] == versions:
+            return known[1]
+        view = self.job_view(job, snap, policies, refs, classes)
+        if len(self._views) >= MAX_REMEMBERED and uid not in self._views:
+            self._views.pop(next(iter(self._views)))
+        self._views[uid] = (versions, view)
+        return view
 
     def job_view(self, job: Body, snap: Snapshot, policies: Mapping[tuple[str, str], Body],
                  refs: Sequence[PolicyRef], classes: Mapping[str, int]) -> JobView:
@@ -323,12 +351,29 @@ class ViewBuilder:
         chosen = governing_policy(job_identity(job), refs)
         return self.policy(policies[(chosen.namespace, chosen.name)]) if chosen else None
 
+    def holdings(self, snap: Snapshot, classes: Mapping[str, int]) -> list[Holding]:
+        """Who holds quota (:func:`queueing.holding`), each job's answer remembered while its
+        resourceVersion and the PriorityClasses stay as they were."""
+        known_classes = tuple(sorted(classes.items()))
+        remembered, out = {}, []
+        for job in snap.jobs.values():
+            meta = job["metadata"]
+            uid, version = meta["uid"], meta.get("resourceVersion", "")
+            known = self._holdings.get(uid)
+            if known is None or known[0] != version or known[1] != known_classes:
+                known = (version, known_classes, q.holding(job, classes, self.placed_demand))
+            remembered[uid] = known
+            if known[2] is not None:
+                out.append(known[2])
+        self._holdings = remembered
+        return out
+
     def quota_view(self, snap: Snapshot, classes: Mapping[str, int]) -> QuotaView | None:
         tree = q.active_tree(snap)
         if tree is None:
             return None
         names = queue_names(p.path for p in walk(tree[1]))
-        return QuotaView(tree[1], tuple(q.holdings(snap, classes, self.placed_demand)),
+        return QuotaView(tree[1], tuple(self.holdings(snap, classes)),
                          q.queue_policies(snap, names), self.starvation_bound)
 
 

@@ -94,18 +94,21 @@ def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int], demand: Job
 
 def holdings(snap: Snapshot, classes: Mapping[str, int],
              demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Holding]:
-    out = []
-    for job in snap.jobs.values():
-        annotations = job["metadata"].get("annotations") or {}
-        if ADMITTED_AT not in annotations or w.PLACEMENT not in annotations:
-            continue
-        if REQUEUE in annotations:
-            continue  # being preempted or failed over: its quota is already released
-        adapter = adapter_for(job["apiVersion"], job["kind"])
-        if adapter.is_finished(job):
-            continue
-        out.append(Holding(as_quota_job(job, classes, demand_of(job)), annotations[ADMITTED_AT]))
-    return out
+    return [h for job in snap.jobs.values() if (h := holding(job, classes, demand_of))]
+
+
+def holding(job: Mapping[str, Any], classes: Mapping[str, int],
+            demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> Holding | None:
+    """The quota ``job`` holds, if it does: bound after its queue admitted it, not being
+    preempted or failed over (its quota is already released then), not finished."""
+    annotations = job["metadata"].get("annotations") or {}
+    if ADMITTED_AT not in annotations or w.PLACEMENT not in annotations:
+        return None
+    if REQUEUE in annotations:
+        return None
+    if adapter_for(job["apiVersion"], job["kind"]).is_finished(job):
+        return None
+    return Holding(as_quota_job(job, classes, demand_of(job)), annotations[ADMITTED_AT])
 
 
 def queue_policies(snap: Snapshot, names: Mapping[tuple[str, ...], str]) -> dict[str, QueuePolicy]:

@@ -36,6 +36,8 @@ from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
 log = logging.getLogger(__name__)
+EXPORT_SECONDS = 1.0  # the members' gauges (scraped every 15-30 s) are refreshed this often
+MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
@@ -63,12 +65,15 @@ class Scheduler:
         self.writer = Writer(self.cache, self.dispatcher, self.workers)
         self.views = ViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
         self._next_full_pass = 0.0
+        self._next_export = 0.0  # the members' gauges, refreshed at most once a second
         # What the last plan left for the next: capacity held for preemptors (by uid), and
         # when to plan again for a job that had no plan. The planner itself keeps nothing.
         self._holds: Mapping[str, Hold] = {}
         self._retry_at: Mapping[str, float] = {}
         self._reservations: Mapping[str, Reservation] = {}  # backfill: the head's, by uid
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
+        # Bound jobs by uid: the versions of the job and its Works last mirrored.
+        self._mirrored: dict[str, tuple[object, ...]] = {}
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -106,7 +111,9 @@ class Scheduler:
                                  self.settings.capacity_stale_after)
                     for b in snap.clusters.values()]
         self._show_staleness(snap, clusters)
-        export_clusters(snap, clusters, now)
+        if time.monotonic() >= self._next_export:  # a walk over every member's series
+            self._next_export = time.monotonic() + EXPORT_SECONDS
+            export_clusters(snap, clusters, now)
         looked = self.jobs_to_look_at(snap, inflight, full, changed)
         view = self.snapshot(snap, now, clusters, inflight, list(looked.values()))
         started = time.perf_counter()
@@ -127,11 +134,11 @@ class Scheduler:
         jobs: dict[str, Body] = {}
         skipped: set[tuple[str, str, str]] = set()
         for job in sorted(snap.jobs.values(), key=creation_order):
-            key, uid = Cache.key(job), job["metadata"]["uid"]
+            uid = job["metadata"]["uid"]
             if uid in inflight:
-                skipped.add(key)  # its bind is being written; the next pass sees it
+                skipped.add(Cache.key(job))  # its bind is being written; the next pass sees it
                 continue
-            if full or key in changed_jobs or uid in changed_works or _waits(job):
+            if full or uid in changed_works or Cache.key(job) in changed_jobs or _waits(job):
                 jobs[q.job_key(job)] = job
         if skipped:
             self.cache.mark_changed(skipped)
@@ -160,14 +167,25 @@ class Scheduler:
             if job_view.stage is not Stage.BOUND:
                 continue
             job = ctx.looked[job_view.key]
+            works = ctx.snap.works_of(job_view.uid)
+            # What the two steps read: unchanged since they last ran without error, they
+            # would find nothing to write (at 10,000 bound jobs, every full pass ran them).
+            versions = (job["metadata"].get("resourceVersion"),
+                        tuple(wk["metadata"].get("resourceVersion") for wk in works))
+            if self._mirrored.get(job_view.uid) == versions:
+                continue
             try:
                 adapter = adapter_for(job["apiVersion"], job["kind"])
-                works = ctx.snap.works_of(job_view.uid)
                 propagate_spec(self.dispatcher, self.cache, job, adapter,
                                w.decode_placement(job), works)
                 aggregate(self.dispatcher, self.cache, job, adapter, works, stamp)
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
+                continue
+            self._mirrored.pop(job_view.uid, None)
+            if len(self._mirrored) >= MAX_MIRRORED:
+                self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
+            self._mirrored[job_view.uid] = versions
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
         """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The

@@ -21,10 +21,10 @@ from typing import Any, ParamSpec
 
 from fleet import metrics
 from fleet.api import protocol as p
+from fleet.hub import coalescing, reservations
 from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
-from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
@@ -120,6 +120,9 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
+        # Waiting statuses of one pass, written side by side (each job's own object) and
+        # all of them before the pass ends: a thousand in a row held a pass for seconds.
+        self._statuses = ThreadPoolExecutor(self.workers, thread_name_prefix="status")
 
     def submit(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """A write off the pass (the pass does not wait for it, nor see it fail)."""
@@ -131,7 +134,9 @@ class Writer:
             return {uid: dict(spent) for uid, spent in self._inflight.items()}
 
     def write(self, intents: Sequence[Intent], ctx: PassContext) -> None:
-        """Carry out ``intents`` in order; one failing never stops the others."""
+        """Carry out ``intents`` in order, the waiting statuses (the plan's last intents,
+        one per job) side by side at the end; one failing never stops the others."""
+        statuses = []
         for intent in intents:
             job = ctx.job(intent.job) if not isinstance(intent, QueueReport) else None
             try:
@@ -141,11 +146,22 @@ class Writer:
                     continue
                 elif isinstance(intent, Bind):
                     self.start_bind(intent, job, ctx)
+                elif isinstance(intent, Wait):
+                    adapter = adapter_for(job["apiVersion"], job["kind"])
+                    status = self.waiting_status(intent, job, adapter)
+                    if status is not None:
+                        statuses.append((intent, self._statuses.submit(
+                            self.write_status, job, adapter, status)))
                 else:
                     self.write_one(intent, job, ctx)
             except Exception as exc:
                 key = "" if isinstance(intent, QueueReport) else intent.job
                 self.failures.failed(key, f"{type(intent).__name__} not written for", exc)
+        for wait, written in statuses:
+            try:
+                written.result()
+            except Exception as exc:
+                self.failures.failed(wait.job, "Wait not written for", exc)
 
     def write_one(self, intent: Intent, job: Body, ctx: PassContext) -> None:
         adapter = adapter_for(job["apiVersion"], job["kind"])
@@ -396,20 +412,26 @@ class Writer:
 
     # -- telling ------------------------------------------------------------------------
     def show_waiting(self, why: Wait, job: Body, adapter: KindAdapter) -> None:
+        status = self.waiting_status(why, job, adapter)
+        if status is not None:
+            self.write_status(job, adapter, status)
+
+    def waiting_status(self, why: Wait, job: Body, adapter: KindAdapter) -> Body | None:
+        """The job's status saying why it waits; None when the one it shows will do."""
         queue = (job.get("status") or {}).get("queue") or {}
         shown: dict[str, str | int] = {"reason": why.reason, "message": why.message}
         if why.queue:
             shown |= {"name": why.queue, "position": why.position}
-        if {k: queue.get(k) for k in shown} == shown and set(queue) == set(shown):
-            return
+        if not coalescing.needs_write(queue, shown):
+            return None
         status = pv.with_preempted(adapter.waiting_status(
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
         # a rollback is said until the job is placed again
         status = reservations.with_condition(status, reservations.kept(job.get("status")))
         status["queue"] = shown
-        self.write_status(job, adapter, status)
         if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:
             self.dispatcher.event(job, why.reason, why.message)  # once as it starts
+        return status
 
     def publish_queues(self, report: QueueReport, ctx: PassContext) -> None:
         tree = q.active_tree(ctx.snap)

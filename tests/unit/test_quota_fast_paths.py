@@ -178,3 +178,25 @@ def test_the_earliest_claim_of_another_leaf_pauses_borrowing() -> None:
     pending = [late_a, early_b, big_a, greedy]
     for engine in (AdmissionPass(root, held, pending), PlainPass(root, held, pending)):
         assert "while PyTorchJob/b/y waits" in engine.check(greedy).reason
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(trees(), borrowing_trees()), st.data())
+def test_holdings_charged_at_once_as_one_at_a_time(root: QuotaNode, data: st.DataObject
+                                                   ) -> None:
+    """A pass starts by charging every holding with one sort per leaf; the state is the one
+    charging them one by one (each kept in order as it comes) leaves."""
+    leaves = [p for p in walk(root) if p.node.is_leaf]
+    jobs = data.draw(streams(leaves, "h"))
+    jobs.append(Job("PyTorchJob/nobody/x", "nobody", {GPU: 1}))  # in no leaf: not charged
+    held = [Holding(j, data.draw(st.sampled_from(STAMPS))) for j in jobs]
+    at_once = AdmissionPass(root, held, [])
+    one_by_one = AdmissionPass(root, [], [])
+    for holding in held:
+        one_by_one._charge(holding)
+    assert {k: at_once.usage(k) for k in at_once._nodes} == \
+        {k: one_by_one.usage(k) for k in one_by_one._nodes}
+    assert at_once._members == one_by_one._members
+    assert at_once._preemption == one_by_one._preemption
+    assert at_once._in_order == one_by_one._in_order
+    assert at_once._charged == one_by_one._charged
