@@ -356,6 +356,8 @@ class AdmissionPass:
             _, other = min(above)
             victim = self._preemption[other][heads[other]][1]
             heads[other] += 1
+            if victim.job.key in self._done:
+                continue  # bound in this very pass: its bind and a requeue would race
             for key in self._paths[other]:
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             victims.append(victim)

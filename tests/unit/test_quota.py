@@ -78,6 +78,22 @@ def test_a_leaf_borrows_idle_quota_then_the_owner_reclaims_it() -> None:
     assert admission.usage("root")[GPU] == 8
 
 
+def test_a_job_admitted_in_this_pass_is_never_reclaimed_in_it() -> None:
+    """Its bind and a requeue written in one pass would race: one fails, and the tree could
+    stay above its max until jobs end."""
+    root, policies = two_teams()
+    held = [Holding(job(f"a{i}", "team-a", gpus=2, created=f"2026-01-01T00:00:0{i}Z"),
+                    f"2026-01-01T00:01:0{i}Z") for i in range(2)]  # team-a holds 4
+    borrower = job("a9", "team-a", gpus=4, created="2026-01-01T00:00:09Z")
+    claim = job("b0", "team-b", gpus=4, created="2026-01-01T00:02:00Z")
+    admission = AdmissionPass(root, held, [borrower, claim], policies)
+    assert admission.check(borrower).fits
+    admission.admit(borrower, "2026-01-01T00:02:01Z")  # team-a now borrows 4 of team-b's min
+    verdict = admission.check(claim)
+    assert verdict.fits
+    assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/a1", "PyTorchJob/team-a/a0"]
+
+
 def test_no_leaf_borrows_while_another_waits_within_its_guarantee() -> None:
     root, policies = two_teams()
     held = [Holding(job("a0", "team-a", gpus=6), "2026-01-01T00:01:00Z")]
