@@ -48,17 +48,18 @@ def heartbeat_of(body: Body, lease: Body | None) -> datetime | None:
     return max(known) if known else None
 
 
-_PARSED: dict[str, tuple[Body, MemberCluster, tuple[NodeGroup, ...]]] = {}
+_PARSED: dict[str, tuple[str, MemberCluster, tuple[NodeGroup, ...]]] = {}
 MAX_PARSED = 10_000  # members whose last parsed MemberCluster is kept
 
 
 def _parsed(body: Body) -> tuple[MemberCluster, tuple[NodeGroup, ...]]:
-    """The MemberCluster and its node groups, parsed once per cached object (the hub's cache
-    replaces an object's dict on every change, and never changes one in place): a hundred
-    members' reports of a few dozen groups each took a tenth of a pass to validate."""
-    name = (body.get("metadata") or {}).get("name", "")
+    """The MemberCluster and its node groups, parsed once per resourceVersion: a hundred
+    members' reports of a few dozen groups each took a tenth of a pass to validate. (Not by
+    the dict's identity: a hub job once bound onto a member its report already showed full.)"""
+    meta = body.get("metadata") or {}
+    name, version = meta.get("name", ""), meta.get("resourceVersion")
     known = _PARSED.get(name)
-    if known is not None and known[0] is body:
+    if known is not None and version and known[0] == version:
         return known[1], known[2]
     cluster = MemberCluster.model_validate(body)
     status = cluster.status
@@ -71,7 +72,8 @@ def _parsed(body: Body) -> tuple[MemberCluster, tuple[NodeGroup, ...]]:
     )
     if len(_PARSED) >= MAX_PARSED and name not in _PARSED:
         _PARSED.pop(next(iter(_PARSED)))
-    _PARSED[name] = (body, cluster, groups)
+    if version:
+        _PARSED[name] = (version, cluster, groups)
     return cluster, groups
 
 
