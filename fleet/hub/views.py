@@ -48,19 +48,20 @@ def heartbeat_of(body: Body, lease: Body | None) -> datetime | None:
     return max(known) if known else None
 
 
-_PARSED: dict[str, tuple[str, MemberCluster, tuple[NodeGroup, ...]]] = {}
+_PARSED: dict[str, tuple[Body, str | None, MemberCluster, tuple[NodeGroup, ...]]] = {}
 MAX_PARSED = 10_000  # members whose last parsed MemberCluster is kept
 
 
 def _parsed(body: Body) -> tuple[MemberCluster, tuple[NodeGroup, ...]]:
-    """The MemberCluster and its node groups, parsed once per resourceVersion: a hundred
-    members' reports of a few dozen groups each took a tenth of a pass to validate. (Not by
-    the dict's identity: a hub job once bound onto a member its report already showed full.)"""
+    """The MemberCluster and its node groups, parsed once per object and resourceVersion: a
+    hundred members' reports of a few dozen groups each took a tenth of a pass to validate.
+    (By the dict's identity alone, a job was once bound onto a member whose newer report
+    showed it full: some path renews a cached body in place.)"""
     meta = body.get("metadata") or {}
     name, version = meta.get("name", ""), meta.get("resourceVersion")
     known = _PARSED.get(name)
-    if known is not None and version and known[0] == version:
-        return known[1], known[2]
+    if known is not None and known[0] is body and known[1] == version:
+        return known[2], known[3]
     cluster = MemberCluster.model_validate(body)
     status = cluster.status
     capacity = status.capacity if status else None
@@ -72,8 +73,7 @@ def _parsed(body: Body) -> tuple[MemberCluster, tuple[NodeGroup, ...]]:
     )
     if len(_PARSED) >= MAX_PARSED and name not in _PARSED:
         _PARSED.pop(next(iter(_PARSED)))
-    if version:
-        _PARSED[name] = (version, cluster, groups)
+    _PARSED[name] = (body, version, cluster, groups)
     return cluster, groups
 
 

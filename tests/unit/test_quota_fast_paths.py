@@ -63,7 +63,8 @@ class PlainPass(AdmissionPass):
                 used = usage[key]
                 if key != leaf.key and node.is_leaf and any(
                         used.get(r, 0) > node.min.get(r, 0) for r in used if r != MAX_JOBS):
-                    candidates.extend(holdings)
+                    # never a job admitted in this pass: its bind and requeue would race
+                    candidates.extend(h for h in holdings if h.job.key not in self._done)
             candidates.sort(key=lambda h: (h.job.priority, _desc(h.admitted), h.job.key))
             if not candidates:
                 return ()
