@@ -12,6 +12,7 @@ Pure: no I/O, no clock; stdlib only (an import-linter contract keeps it so).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -396,3 +397,13 @@ def reported_pods(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The pods of the Work's share as the agent summarised them (``PodSummary``)."""
     pods: list[Mapping[str, Any]] = (work.get("status") or {}).get("pods") or []
     return pods
+
+
+def bounded_name(name: str, limit: int, suffix: str = "") -> str:
+    """``name`` + ``suffix`` as an object name of at most ``limit`` characters: too long, it is
+    cut and a digest of the whole keeps it unique (and the same on every call)."""
+    full = name + suffix
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    return f"{full[:limit - 11 - len(suffix)].rstrip('-.')}-{digest}{suffix}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,11 +58,8 @@ def work_name(job: Mapping[str, Any]) -> str:
         prefix = adapter_for(job["apiVersion"], job["kind"]).work_prefix
     except KeyError:  # not a kind fleet runs
         prefix = job["kind"].lower()
-    name = f"{prefix}-{meta['namespace']}-{meta['name']}-{meta['uid'][:5]}"
-    if len(name) > MAX_NAME:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-        name = f"{name[: MAX_NAME - 11].rstrip('-.')}-{digest}"
-    return name
+    return p.bounded_name(f"{prefix}-{meta['namespace']}-{meta['name']}-{meta['uid'][:5]}",
+                          MAX_NAME)
 
 
 def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, Any],

@@ -27,7 +27,6 @@ Pure: Works, pods and the member copy in; what to create and delete, and the ver
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,11 +84,7 @@ def is_placeholder(pod: Mapping[str, Any]) -> bool:
 
 
 def placeholder_name(job: str, slot: Slot) -> str:
-    name = f"{job}-{slot[0]}-{slot[1]}-hold"
-    if len(name) > MAX_POD_NAME:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-        name = f"{name[:MAX_POD_NAME - 16].rstrip('-.')}-{digest}-hold"
-    return name
+    return p.bounded_name(f"{job}-{slot[0]}-{slot[1]}", MAX_POD_NAME, "-hold")
 
 
 def placeholder(work: Mapping[str, Any], slot: Slot, template: Mapping[str, Any],
