@@ -34,29 +34,33 @@ NAMESPACE = "reserve"
 LOCAL = "local-race"  # the member's own workloads, unknown to fleet
 GPU = "nvidia.com/gpu"
 NODE_GPUS = 8  # the local fleet: 2 members x 4 nodes x 8 GPUs
+# The suite fleet's own members: other modules join (and unjoin) more, which these tests
+# neither use nor count on.
+MEMBERS = ("member1", "member2")
 
 
 def set_reservation(hub: Kube, on: bool) -> None:
-    for cluster in hub.list(r.MEMBERCLUSTERS)[0]:
-        hub.patch(r.MEMBERCLUSTERS, cluster["metadata"]["name"],
+    for name in MEMBERS:
+        hub.patch(r.MEMBERCLUSTERS, name,
                   {"spec": {"reservation": on or None}})
 
 
 @pytest.fixture
 def reserving(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
-    """Every member in reservation mode; namespace ``reserve`` under a gang policy that may
-    split a job over both members."""
+    """Both members in reservation mode; namespace ``reserve`` under a gang policy that may
+    split a job over them."""
     gang_namespace(hub, NAMESPACE)
     policy = hub.get(r.PROPAGATIONPOLICIES, "gang", NAMESPACE)
     policy["spec"]["placement"]["spreadConstraints"] = [{"spreadByField": "cluster",
                                                          "maxGroups": 2}]
+    policy["spec"]["placement"]["clusterAffinity"] = {"clusterNames": list(MEMBERS)}
     hub.replace(r.PROPAGATIONPOLICIES, policy)
     idle_fleet(hub)
     set_reservation(hub, True)
     yield hub
     set_reservation(hub, False)
     delete_jobs(hub, NAMESPACE, wait=True)
-    for name in fleet.members:
+    for name in MEMBERS:
         kube = fleet.client(name)
         for pod in kube.list(r.PODS, LOCAL)[0]:
             kube.delete(r.PODS, pod["metadata"]["name"], LOCAL, grace_period_seconds=0)
@@ -78,7 +82,7 @@ class Sampler(threading.Thread):
 
     def __init__(self, fleet: LocalFleet, job: str) -> None:
         super().__init__(name="sampler", daemon=True)
-        self.kubes = {name: fleet.client(name) for name in fleet.members}
+        self.kubes = {name: fleet.client(name) for name in MEMBERS}
         self.hub = fleet.client(HUB)
         self.job = job
         self.shown: set[str] = set()  # the hub job's Reservation condition reasons
@@ -130,7 +134,7 @@ def stamp(event: Body) -> float:
 def test_a_split_gang_raced_by_local_pods_starts_whole_or_rolls_back(
         fleet: LocalFleet, reserving: Kube) -> None:
     hub = reserving
-    members = sorted(fleet.members)
+    members = list(MEMBERS)
     raced = fleet.client(members[1])  # the second share: workers only
     if raced.get_or_none(r.NAMESPACES, LOCAL) is None:
         raced.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -212,7 +216,7 @@ def test_a_placeholder_goes_with_its_work_and_an_orphan_is_swept(
     the job starts; deleting the Work takes them away. A placeholder whose Work never existed
     is swept too."""
     hub = reserving
-    target = sorted(fleet.members)[0]
+    target = MEMBERS[0]
     member = fleet.client(target)
     # A hub job that exists only as this Work (no hub object commits it).
     job = seed_pytorchjob("held", NAMESPACE, run_for="1h", gpus=NODE_GPUS, workers=1)
@@ -254,7 +258,7 @@ def test_a_placeholder_goes_with_its_work_and_an_orphan_is_swept(
 
 
 def running_pods(fleet: LocalFleet, job: str) -> int:
-    return sum(1 for name in fleet.members for pod in fleet.client(name).list(
+    return sum(1 for name in MEMBERS for pod in fleet.client(name).list(
         r.PODS, NAMESPACE, label_selector=f"{KUBEFLOW_JOB}={job}")[0]
         if (pod.get("status") or {}).get("phase") == "Running")
 
