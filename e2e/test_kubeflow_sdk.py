@@ -17,13 +17,14 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.conftest import eventually
-from e2e.jobs import seed_pytorchjob
+from e2e.jobs import delete_jobs, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import POD_LOG
 from fleet.api.protocol import MIRROR_OF, MIRROR_PODS
@@ -109,8 +110,9 @@ def sdk_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def mirrored(fleet: LocalFleet, hub: Kube) -> str:
-    """A namespace whose policy places PyTorchJobs and TFJobs as gangs, with mirror pods."""
+def mirrored(fleet: LocalFleet, hub: Kube) -> Iterator[str]:
+    """A namespace whose policy places PyTorchJobs and TFJobs as gangs, with mirror pods (its
+    jobs deleted at the end, so that no failed test leaves GPUs taken for the next module)."""
     hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": NAMESPACE}}, field_manager="e2e")
     hub.apply(r.PROPAGATIONPOLICIES, {
@@ -122,7 +124,8 @@ def mirrored(fleet: LocalFleet, hub: Kube) -> str:
                  "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},
                                        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"}]},
     }, field_manager="e2e")
-    return NAMESPACE
+    yield NAMESPACE
+    delete_jobs(hub, NAMESPACE, wait=True)
 
 
 def mirror_writes(fleet: LocalFleet) -> dict[str, float]:

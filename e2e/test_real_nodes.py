@@ -1,5 +1,6 @@
-"""Real nodes: every cluster of the local fleet gets a kubelet on containerd, and fleet's own
-hub Deployment and agent DaemonSet from deploy/ run on them as Pods with in-cluster config.
+"""Real nodes: every cluster of the local fleet gets a kubelet on containerd (a real node, or
+the kind node on the kind backend), and fleet's own hub Deployment and agent DaemonSet from
+deploy/ run on them as Pods with in-cluster config.
 
 Skipped only when the machine cannot run real nodes (no root, no cgroup v1, no containerd...);
 with ``FLEET_E2E_REQUIRED=1`` (CI) that is a failure instead.
@@ -8,6 +9,7 @@ with ``FLEET_E2E_REQUIRED=1`` (CI) that is a failure instead.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import subprocess
@@ -65,11 +67,11 @@ def busybox_pod(name: str, command: str) -> dict[str, Any]:
 def test_a_pod_runs_on_the_members_real_node_and_reaches_the_api_server_by_service(
         real_fleet: LocalFleet) -> None:
     member = real_fleet.client(MEMBER)
-    net = real_fleet.network(MEMBER)
+    node = real_fleet.node_facts(MEMBER)
     # A TCP connection to the API server through the kubernetes Service (kube-proxy's rules
     # in the node's namespace, then the host's forward to the API server).
     member.create(r.PODS, busybox_pod(
-        "probe", f"echo hello from $(hostname); echo | nc -w 5 {net.kubernetes_service_ip} 443"
+        "probe", f"echo hello from $(hostname); echo | nc -w 5 {node.kubernetes_service_ip} 443"
                  " && echo SERVICE-OK; sleep 3600"))
 
     def running() -> dict[str, Any] | None:
@@ -77,8 +79,8 @@ def test_a_pod_runs_on_the_members_real_node_and_reaches_the_api_server_by_servi
         return pod if pod.get("status", {}).get("phase") == "Running" else None
 
     pod = eventually(running, timeout=120, what="probe pod Running")
-    assert pod["spec"]["nodeName"] == net.node_name
-    assert pod["status"]["podIP"].startswith(net.pod_cidr.rsplit(".", 2)[0])
+    assert pod["spec"]["nodeName"] == node.name
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(node.pod_cidr)
     def answered() -> str | None:
         out = kubectl(real_fleet, MEMBER, "logs", "probe")
         return out if "SERVICE-OK" in out else None
@@ -92,28 +94,26 @@ def test_kubelets_run_as_their_node_not_as_admin(real_fleet: LocalFleet,
                                                 tmp_path: Path) -> None:
     """Each kubelet holds ``system:node:<node>``: the Node authorizer and NodeRestriction
     let it read and write its own Node, never another's, and no Secret of its choosing."""
-    node = real_fleet.real_node(MEMBER)
-    config = tmp_path / "kubelet.kubeconfig"  # its server as this host reaches it
-    config.write_text(node.kubeconfig.read_text().replace(f"https://{node.net.host_ip}:",
-                                                          "https://127.0.0.1:"))
+    node = real_fleet.node_facts(MEMBER)
+    config = tmp_path / "kubelet.kubeconfig"
+    config.write_text(node.kubelet_kubeconfig)
     kubelet = Kube(str(config))
-    assert kubelet.get(r.NODES, node.net.node_name)["metadata"]["name"] == node.net.node_name
-    kubelet.patch(r.NODES, node.net.node_name,
-                  {"metadata": {"annotations": {"fleet.local/checked": "yes"}}})
+    assert kubelet.get(r.NODES, node.name)["metadata"]["name"] == node.name
+    kubelet.patch(r.NODES, node.name, {"metadata": {"annotations": {"fleet.local/checked": "yes"}}})
     other = next(n["metadata"]["name"] for n in real_fleet.client(MEMBER).list(r.NODES)[0]
-                 if n["metadata"]["name"] != node.net.node_name)
+                 if n["metadata"]["name"] != node.name)
     with pytest.raises(errors.Forbidden):
         kubelet.get(r.NODES, other)  # (Kubernetes 1.36: a node reads its own Node only)
     with pytest.raises(errors.Forbidden):
         kubelet.patch(r.NODES, other, {"metadata": {"annotations": {"fleet.local/x": "y"}}})
     with pytest.raises(errors.Forbidden):
         kubelet.list(r.SECRETS, pods.NAMESPACE)
-    assert subject(node.kubeconfig) == f"O=system:nodes,CN=system:node:{node.net.node_name}"
+    assert subject(node.kubelet_kubeconfig) == f"O=system:nodes,CN=system:node:{node.name}"
     assert subject(node.proxy_kubeconfig) == "CN=system:kube-proxy"
 
 
-def subject(kubeconfig: Path) -> str:
-    user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+def subject(kubeconfig: str) -> str:
+    user = yaml.safe_load(kubeconfig)["users"][0]["user"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
     return ",".join(
         attribute.rfc4514_string() for attribute in cert.subject)
@@ -125,7 +125,7 @@ def test_fleet_runs_as_pods_on_every_cluster(real_fleet: LocalFleet) -> None:
         kube = real_fleet.client(cluster)
         assert pods.not_running(kube, pods.NAMESPACE) == []
         items, _ = kube.list(r.PODS, pods.NAMESPACE)
-        assert {p["spec"]["nodeName"] for p in items} == {real_fleet.network(cluster).node_name}
+        assert {p["spec"]["nodeName"] for p in items} == {real_fleet.node_facts(cluster).name}
     hub_pods, _ = real_fleet.client(HUB).list(r.PODS, pods.NAMESPACE)
     assert len(hub_pods) == 2
 

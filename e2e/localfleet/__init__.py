@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.localfleet import identities, images, kindfleet, node_identity, pods, realnode
+from e2e.localfleet import identities, images, kindfleet, kindnode, node_identity, pods, realnode
 from e2e.localfleet.kwok import PORT_OPTIONS, Binaries, Kwokctl, RealNodeSettings, free_ports
 from e2e.localfleet.nodes import NodeShape, node_manifests
 from e2e.localfleet.realnode import ClusterPki, NodeNetwork, RealNode, free_slot, unavailable_reason
@@ -40,6 +40,20 @@ DEFAULT_SHAPE = NodeShape(count=4, gpus=8)
 
 def progress(message: str) -> None:
     print(f"[fleet {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the tests check of a cluster's node that runs fleet's Pods, on either backend."""
+
+    name: str
+    pod_cidr: str
+    kubernetes_service_ip: str
+    kubelet_kubeconfig: str  # the kubelet's own identity, reaching the API server from here
+    proxy_kubeconfig: str  # kube-proxy's
+
+
+KIND_KUBERNETES_SERVICE_IP = "10.96.0.1"  # kind's default service subnet, 10.96.0.0/16
 
 
 @dataclass
@@ -154,6 +168,20 @@ class LocalFleet:
                                    pki / "ca.key"),
                         Path(state["real"]["node_binaries"]), taint=cluster != HUB)
 
+    def node_facts(self, cluster: str) -> NodeFacts:
+        """The node of ``cluster`` where fleet's Pods run: a real node, or the kind node."""
+        if self.backend == "kind":
+            kind = self.kind()
+            return NodeFacts(kind.node(cluster), self.kind_pod_subnets()[cluster],
+                             KIND_KUBERNETES_SERVICE_IP,
+                             kind.kubelet_kubeconfig(cluster, self.kubeconfig(cluster).read_text()),
+                             kind.proxy_kubeconfig(cluster))
+        node = self.real_node(cluster)
+        return NodeFacts(node.net.node_name, node.net.pod_cidr, node.net.kubernetes_service_ip,
+                         node.kubeconfig.read_text().replace(f"https://{node.net.host_ip}:",
+                                                             "https://127.0.0.1:"),
+                         node.proxy_kubeconfig.read_text())
+
     def _real_settings(self, cluster: str, kwok: Kwokctl) -> RealNodeSettings | None:
         if not self._load().get("real"):
             return None
@@ -260,7 +288,11 @@ class LocalFleet:
         self.collect_pod_logs()
         body = self.client(cluster).get(r.PODS, pod, pods.NAMESPACE)
         container = body["spec"]["containers"][0]["name"]
-        self.real_node(cluster).kill_container(pods.container_id(body, container), sig)
+        container_id = pods.container_id(body, container)
+        if self.backend == "kind":
+            self.kind().kill_container(cluster, container_id, sig)
+        else:
+            self.real_node(cluster).kill_container(container_id, sig)
         self.say(f"{cluster}: sent {sig.name} to {pod}/{container}")
 
     def wait_hub_pods_ready(self, timeout: float = 180) -> None:
@@ -299,7 +331,8 @@ class LocalFleet:
         if not self.runs_pods:
             return found
         for cluster in self.clusters:
-            tasks = self.real_node(cluster).task_pids()
+            tasks = (self.kind().task_pids(cluster) if self.backend == "kind"
+                     else self.real_node(cluster).task_pids())
             prefix = "hub" if cluster == HUB else f"agent-{cluster}"
             for pod in self.fleet_pods(cluster):
                 try:
@@ -349,8 +382,10 @@ class LocalFleet:
         kind.ensure_image(node_image)
         fleet_images = [images.busybox_image(), images.fleet_image(self.say)]
         existing = set(kind.clusters())
+        subnets = self.kind_pod_subnets()
         kept = [name for name in self.clusters
-                if name in existing and kind.reusable(name, node_image.name)]
+                if name in existing and kind.reusable(name, node_image.name)
+                and kind.pod_subnet(name) == subnets[name]]
         for name in self.clusters:
             if name in existing and name not in kept:
                 self.say(f"{name}: removing a kind cluster left from an earlier run")
@@ -368,7 +403,9 @@ class LocalFleet:
                 log = (self.workdir / "logs" / f"kind-{name}.log").read_text()
                 raise RuntimeError(f"creating kind cluster {name} failed:\n{log[-3000:]}\n"
                                    f"(see: {kind.logs_hint(name)})")
+            kind.set_pod_subnet(name, subnets[name])
             self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
+        kind.route_pods(subnets)
         for name in self.clusters:
             self.kubeconfig(name).write_text(kind.kubeconfig(name))
         loaded = self._load()["kind"].get("loaded", {})
@@ -384,7 +421,8 @@ class LocalFleet:
             pods.wait_node_ready(self.client(name), kind.node(name), timeout=300)
             self.say(f"{name}: node Ready, images loaded ({time.monotonic() - started:.1f}s)")
         for name in self.members:
-            self._spawn(f"kwok-{name}", kindfleet.kwok_argv(binaries, self.kubeconfig(name)), {})
+            self._spawn(f"kwok-{name}",
+                        kindfleet.kwok_argv(binaries, self.kubeconfig(name), kind.gateway()), {})
         hub = self.client(HUB)
         onboarding.install_crds(hub, onboarding.crd_manifests())
         identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))
@@ -394,6 +432,9 @@ class LocalFleet:
             self.deploy_pods()
         self.say(f"fleet is up on kind in {time.monotonic() - started:.1f}s: "
                  f"hub + {len(self.members)} members; kubeconfigs in {self.workdir}")
+
+    def kind_pod_subnets(self) -> dict[str, str]:
+        return {name: kindnode.node_pod_subnet(index) for index, name in enumerate(self.clusters)}
 
     def save_pod_logs(self) -> None:
         """The hub's and agents' Pod logs into ``logs/`` (hub.log, agent-<member>.log), where

@@ -14,9 +14,12 @@ directory.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +150,101 @@ class Kind:
         networks = inspected[0]["NetworkSettings"]["Networks"]
         return str(networks["kind"]["IPAddress"])
 
+    def exec(self, name: str, *argv: str, stdin: str | None = None, timeout: float = 60) -> str:
+        """Run ``argv`` on ``name``'s node (in its namespaces, as its root)."""
+        done = subprocess.run(["podman", "exec", "-i", self.node(name), *argv], env=self.env,
+                              input=stdin, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.node(name)}: {' '.join(argv)} failed:\n{done.stderr}")
+        return done.stdout
+
+    def pod_subnet(self, name: str) -> str | None:
+        """The subnet the node's bridge network gives its Pods."""
+        try:
+            config = json.loads(self.exec(name, "cat", kindnode.CNI_CONFIG_PATH))
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+            return None
+        return str(config["plugins"][0]["ipam"]["ranges"][0][0]["subnet"])
+
+    def set_pod_subnet(self, name: str, subnet: str) -> None:
+        """Before the node's first Pod: containerd reads the CNI configuration at each Pod."""
+        self.exec(name, "sh", "-c", f"cat > {kindnode.CNI_CONFIG_PATH}",
+                  stdin=kindnode.cni_config(subnet))
+
+    def route_pods(self, subnets: dict[str, str]) -> None:
+        """Routes to each cluster's Pods through its node, on this host and on every other
+        node (kind's network joins the nodes; it knows nothing of their Pods)."""
+        addresses = {name: self.node_ip(name) for name in subnets}
+        for name, subnet in subnets.items():
+            subprocess.run(["ip", "route", "replace", subnet, "via", addresses[name]],
+                           check=True, capture_output=True)
+            for other in subnets:
+                if other != name:
+                    self.exec(other, "ip", "route", "replace", subnet, "via", addresses[name])
+
+    def gateway(self) -> str:
+        """This host's address on kind's network (where the nodes reach host processes)."""
+        inspected = json.loads(self.podman("network", "inspect", "kind"))
+        return str(inspected[0]["subnets"][0]["gateway"])
+
+    def task_pids(self, name: str) -> dict[str, int]:
+        """The node's running containers' main processes, by container id, as this host sees
+        them (containerd inside the node answers with the node's own pid namespace)."""
+        listed = self.exec(name, "ctr", "--namespace", "k8s.io", "tasks", "ls")
+        in_node = {}
+        for line in listed.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == "RUNNING" and fields[1].isdigit():
+                in_node[int(fields[1])] = fields[0]
+        return {container: host_pid for host_pid, node_pid in self._node_pids(name).items()
+                if (container := in_node.get(node_pid))}
+
+    def _node_pids(self, name: str) -> dict[int, int]:
+        """Host pid -> pid in the node's namespace, for the node's processes."""
+        init = int(self.podman("inspect", "--format", "{{.State.Pid}}", self.node(name)))
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.readlink(entry / "ns" / "pid") != namespace:
+                    continue
+                for line in (entry / "status").read_text().splitlines():
+                    if line.startswith("NSpid:"):
+                        found[int(entry.name)] = int(line.split()[-1])
+            except OSError:
+                continue  # ended meanwhile
+        return found
+
+    def kill_container(self, name: str, container_id: str, sig: signal.Signals) -> None:
+        """Signal a container's main process through the node's containerd, as a crash or the
+        OOM killer would end it (the kubelet restarts it)."""
+        self.exec(name, "ctr", "--namespace", "k8s.io", "tasks", "kill", "--signal", sig.name,
+                  container_id)
+
+    def kubelet_kubeconfig(self, name: str, server_kubeconfig: str) -> str:
+        """The node's kubelet identity (its certificate, which kubeadm keeps in a file) in a
+        kubeconfig that reaches the API server as ``server_kubeconfig`` does."""
+        pem = self.exec(name, "cat", kindnode.KUBELET_CLIENT_PEM)
+        # The file holds the certificate and its key, one PEM block each.
+        blocks = {match.group(1): match.group(0)
+                  for match in re.finditer(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----\n?",
+                                           pem, re.S)}
+        cert = blocks.pop("CERTIFICATE")
+        key = next(iter(blocks.values()))
+        config = yaml.safe_load(server_kubeconfig)
+        config["users"] = [{"name": "kubelet", "user": {
+            "client-certificate-data": base64.b64encode(cert.encode()).decode(),
+            "client-key-data": base64.b64encode(key.encode()).decode()}}]
+        for context in config["contexts"]:
+            context["context"]["user"] = "kubelet"
+        return str(yaml.safe_dump(config))
+
+    def proxy_kubeconfig(self, name: str) -> str:
+        return self.exec(name, "cat", kindnode.PROXY_KUBECONFIG)
+
     def load(self, name: str, archive: Path) -> None:
         self.run("load", "image-archive", str(archive), "--name", name)
 
@@ -207,12 +305,13 @@ def internal_kubeconfig(kubeconfig: str, address: str) -> str:
     return yaml.safe_dump(config)
 
 
-def kwok_argv(binaries: Binaries, kubeconfig: Path) -> list[str]:
+def kwok_argv(binaries: Binaries, kubeconfig: Path, address: str) -> list[str]:
     """A kwok controller on the host for one member: it fakes the annotated GPU nodes and the
-    Pods bound to them with the fleet's stages."""
+    Pods bound to them with the fleet's stages, and serves their logs as a kubelet would at
+    ``address`` (this host on kind's network: the member's API server calls it there)."""
     port = free_ports(1)[0]
     return [binaries["kwok"], f"--kubeconfig={kubeconfig}", f"--config={STAGES}",
             "--manage-all-nodes=false",
             KWOK_MARK,
-            "--node-lease-duration-seconds=40", f"--server-address=127.0.0.1:{port}",
-            f"--node-port={port}"]
+            "--node-lease-duration-seconds=40", f"--server-address={address}:{port}",
+            f"--node-ip={address}", f"--node-port={port}"]

@@ -39,10 +39,13 @@ NODE_IMAGE_REPOSITORY = "fleet.local/kind-node"
 DEBIAN_PACKAGES = ("systemd", "systemd-sysv", "dbus", "containerd", "runc",
                    "containernetworking-plugins", "iptables", "conntrack", "iproute2", "ethtool",
                    "socat", "kmod", "procps", "ca-certificates", "util-linux", "mount")
-POD_SUBNET = "10.244.0.0/16"
-NODE_POD_SUBNET = "10.244.0.0/24"  # one node per cluster
+POD_SUBNET = "10.244.0.0/16"  # every cluster's, each node a /24 of it (``node_pod_subnet``)
+CNI_CONFIG_PATH = "/etc/cni/net.d/10-fleet.conflist"
+KUBELET_KUBECONFIG = "/etc/kubernetes/kubelet.conf"
+KUBELET_CLIENT_PEM = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+PROXY_KUBECONFIG = "/etc/kubernetes/kube-proxy.conf"
 # Bump when the way the node image is built changes (BASE_RECIPE: its Debian layer).
-RECIPE = 2
+RECIPE = 3
 BASE_RECIPE = 1
 
 ENTRYPOINT = """#!/bin/sh
@@ -137,9 +140,14 @@ KUBE_PROXY_UNIT = f"""[Unit]
 Description=kube-proxy (a node service: no kube-proxy image here)
 After=kubelet.service
 [Service]
-# Waits in its own process (not in ExecStartPre, which would hold the boot) for kubeadm.
+# Waits in its own process (not in ExecStartPre, which would hold the boot) for kubeadm, then
+# runs as system:kube-proxy (the bootstrap policy's node-proxier), never as the admin: kubeadm
+# signs it a client certificate with the cluster's CA.
 ExecStart=/bin/sh -c 'until [ -f /etc/kubernetes/admin.conf ]; do sleep 1; done; \
-exec /usr/bin/kube-proxy --kubeconfig=/etc/kubernetes/admin.conf --proxy-mode=iptables \
+[ -s {PROXY_KUBECONFIG} ] || {{ kubeadm kubeconfig user --config=/kind/kubeadm.conf \
+--client-name=system:kube-proxy \
+> {PROXY_KUBECONFIG}.new && mv {PROXY_KUBECONFIG}.new {PROXY_KUBECONFIG}; }} || exit 1; \
+exec /usr/bin/kube-proxy --kubeconfig={PROXY_KUBECONFIG} --proxy-mode=iptables \
 --cluster-cidr={POD_SUBNET} --hostname-override=%H --conntrack-max-per-core=0 --conntrack-min=0 \
 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0'
 Restart=always
@@ -149,15 +157,25 @@ StartLimitInterval=0
 WantedBy=multi-user.target
 """
 
-CNI_CONFIG = {
-    "cniVersion": "0.4.0", "name": "fleet-kind",
-    "plugins": [
-        {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": True,
-         "hairpinMode": True,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": NODE_POD_SUBNET}]],
-                  "routes": [{"dst": "0.0.0.0/0"}]}},
-        {"type": "portmap", "capabilities": {"portMappings": True}},
-    ]}
+def node_pod_subnet(index: int) -> str:
+    """The pod addresses of the ``index``-th cluster's node: distinct per cluster, so that the
+    host and the other clusters' nodes can route to a Pod by its IP (the hub's API server
+    reaches an agent's log endpoint, the tests a Pod's /metrics), as with real nodes."""
+    return f"10.244.{index}.0/24"
+
+
+def cni_config(subnet: str) -> str:
+    """A bridge network (clusters have one node: no kindnetd) over ``subnet``."""
+    return json.dumps({
+        "cniVersion": "0.4.0", "name": "fleet-kind",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": True,
+             "hairpinMode": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ]}, indent=2)
+
 
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 
@@ -235,7 +253,8 @@ def _kind_layer(root: Path, version: str, binaries: dict[str, Path],
     _write(root, "/usr/local/bin/kubelet-cgroups", KUBELET_CGROUPS, 0o755)
     _write(root, "/etc/containerd/config.toml",
            CONTAINERD_CONFIG.format(pause=component_images["pause"]))
-    _write(root, "/etc/cni/net.d/10-fleet.conflist", json.dumps(CNI_CONFIG, indent=2))
+    # The first cluster's; the others are given theirs before their first Pod (kindfleet.py).
+    _write(root, CNI_CONFIG_PATH, cni_config(node_pod_subnet(0)))
     units = {"fleet-images.service": IMAGES_UNIT, "kubelet.service": KUBELET_UNIT,
              "kube-proxy.service": KUBE_PROXY_UNIT}
     for unit, text in units.items():
@@ -275,7 +294,7 @@ def node_image(binaries: dict[str, Path], version: str,
     component_images = required_images(binaries["kubeadm"], version)
     key = hashlib.sha256(f"{RECIPE} {base.name} {version} {component_images}".encode())
     for text in (ENTRYPOINT, KUBELET_CGROUPS, CONTAINERD_CONFIG, IMAGES_UNIT, KUBELET_UNIT,
-                 KUBELET_DROPIN, KUBE_PROXY_UNIT, json.dumps(CNI_CONFIG)):
+                 KUBELET_DROPIN, KUBE_PROXY_UNIT, cni_config(node_pod_subnet(0))):
         key.update(text.encode())
     for name in sorted(binaries):
         key.update(f"{name} {binaries[name].stat().st_size} {binaries[name].stat().st_mtime_ns}"
