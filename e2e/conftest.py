@@ -24,7 +24,9 @@ T = TypeVar("T")
 FORBIDDEN = re.compile(r"(?<![-\w.])403(?![-\w.])|\bforbidden\b", re.IGNORECASE)
 
 
-KIND_PODS_SKIP = "runs the hub or agents as host processes; on kind they are Pods"
+KIND_SKIP = ("runs a fleet of its own whose hub and agents are host processes on the local "
+             "backend's control planes (on kind, the scenarios of the hub as Pods run in "
+             "test_real_nodes)")
 
 
 def require_backend() -> str:
@@ -41,16 +43,7 @@ def require_local_backend() -> None:
     """Skip unless the local binaries backend runs (a test that signals the control planes'
     or the fleet's host processes)."""
     if require_backend() == "kind":
-        pytest.skip(f"this test {KIND_PODS_SKIP}")
-
-
-@pytest.fixture
-def host_processes(fleet: LocalFleet) -> LocalFleet:
-    """The fleet, for a test that starts, stops or reads the hub's and agents' host
-    processes (or signals a control plane's): skipped on the kind backend."""
-    if fleet.backend == "kind":
-        pytest.skip(f"this test {KIND_PODS_SKIP}")
-    return fleet
+        pytest.skip(f"this test {KIND_SKIP}")
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,6 @@ def renewed_after(member: Kube, moment: datetime.datetime) -> bool:
     return renewed > moment
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_a_standby_agent_takes_over_without_duplicates(fleet: LocalFleet, hub: Kube,
                                                       on_member2: str) -> None:
     member = fleet.client("member2")
@@ -100,7 +99,6 @@ def test_a_standby_agent_takes_over_without_duplicates(fleet: LocalFleet, hub: K
                what="member2's own agent leading again")
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_jobs_run_on_while_the_hub_is_cut_off_and_status_catches_up(
         fleet: LocalFleet, hub: Kube, on_member2: str) -> None:
     member = fleet.client("member2")

@@ -191,7 +191,6 @@ def test_the_installed_plugin_fails_with_one_line(jobs: Path) -> None:
         "error: unrecognized arguments: --bogus (see 'kubectl fleet --help')"]
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_queue_gauges_while_one_job_runs_and_one_waits(jobs: Path, fleet: LocalFleet) -> None:
     from e2e.test_metrics import scrape
 

@@ -82,7 +82,6 @@ def ran(fleet: LocalFleet, hub: Kube) -> Iterator[None]:
     apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_dashboard_queries_only_exported_metrics(ran: None, fleet: LocalFleet) -> None:
     hub_families, hub_samples = scrape(fleet.metrics_url("hub"))
     agent_families, agent_samples = scrape(fleet.metrics_url("agent-member1"))
@@ -117,7 +116,6 @@ def test_dashboard_queries_only_exported_metrics(ran: None, fleet: LocalFleet) -
     assert sum(values(agent_samples, "fleet_api_requests_total", verb="apply")) >= 1
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_agent_stages_of_the_job(ran: None, fleet: LocalFleet, hub: Kube) -> None:
     works = [w for w in hub.list(r.WORKS)[0] if w["spec"]["job"]["name"] == "metrics-1"]
     assert works

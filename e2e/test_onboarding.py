@@ -57,7 +57,6 @@ def test_deploy_bases_pass_a_server_side_dry_run(fleet: LocalFleet, hub: Kube) -
     fleet.client("member1").apply(r.SECRETS, secret, field_manager="test-deploy", dry_run=True)
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_join_a_member_with_one_command_run_a_job_and_unjoin(fleet: LocalFleet,
                                                             hub: Kube) -> None:
     fleet.add_cluster("member3", [NodeShape(2, 8)])

@@ -57,7 +57,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_the_wheel_joins_a_member_with_no_source_tree(fleet: LocalFleet, installed: Path,
                                                       tmp_path: Path) -> None:
     where = run([str(installed / "python"), "-c",

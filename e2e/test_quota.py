@@ -161,7 +161,6 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     assert queue_status(hub, "root")["used"]["nvidia.com/gpu"] == "8"
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(
         fleet: LocalFleet, seed_queue: Kube) -> None:
     """The new hub must derive usage from the bindings it finds: a job that waited behind a

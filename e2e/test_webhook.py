@@ -87,7 +87,6 @@ def test_the_leader_rotates_a_certificate_close_to_expiry(fleet: LocalFleet,
                what="the webhook answering with the rotated certificate")
 
 
-@pytest.mark.usefixtures("host_processes")
 def test_a_replica_that_exits_leaves_the_configuration(fleet: LocalFleet) -> None:
     hub = fleet.client(HUB)
     before = hub.get(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION)

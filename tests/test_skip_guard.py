@@ -13,7 +13,8 @@ def test_unexpected():
     pytest.skip("no backend here")
 
 def test_expected():
-    pytest.skip("this test runs the hub or agents as host processes; on kind they are Pods")
+    pytest.skip("this test runs a fleet of its own whose hub and agents are host processes "
+                "on the local backend")
 
 def test_runs():
     pass

@@ -589,9 +589,11 @@ class LocalFleet:
                        sig: int = signal.SIGKILL) -> None:
         """Signal one control-plane process of ``cluster``: kill a member's API server, or
         freeze (SIGSTOP) and thaw (SIGCONT) the hub's to cut everyone off from it."""
-        state = self._load()
-        kwok = Kwokctl(Binaries(Path(state["binaries"])), self.workdir)
-        pid = int(kwok.pid_file(cluster, component).read_text().strip())
+        if self.backend == "kind" and cluster in self.kind().clusters():
+            pid = self.kind().component_pid(cluster, component)  # a static Pod's process
+        else:
+            kwok = Kwokctl(Binaries(Path(self._load()["binaries"])), self.workdir)
+            pid = int(kwok.pid_file(cluster, component).read_text().strip())
         os.kill(pid, sig)
         self.say(f"{cluster}: sent {signal.Signals(sig).name} to {component} (pid {pid})")
 

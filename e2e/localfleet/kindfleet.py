@@ -218,6 +218,18 @@ class Kind:
                 continue  # ended meanwhile
         return found
 
+    def component_pid(self, name: str, component: str) -> int:
+        """The host pid of a control-plane process on ``name``'s node (a static Pod's
+        container: ``kube-apiserver``, ``etcd``...)."""
+        for host_pid in sorted(self._node_pids(name)):
+            try:
+                argv0 = Path(f"/proc/{host_pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+            except OSError:
+                continue
+            if Path(argv0.decode(errors="replace")).name == component:
+                return host_pid
+        raise LookupError(f"no {component} process on {self.node(name)}")
+
     def kill_container(self, name: str, container_id: str, sig: signal.Signals) -> None:
         """Signal a container's main process through the node's containerd, as a crash or the
         OOM killer would end it (the kubelet restarts it)."""
