@@ -98,7 +98,7 @@ def test_dashboard_queries_only_exported_metrics(ran: None, fleet: LocalFleet) -
                 all(s.labels.get(k) == v for k, v in labels.items())]
 
     # What the job left behind, as the dashboard charts it.
-    for stage in ("admitted", "bound", "dispatched"):
+    for stage in ("queued", "admitted", "bound", "dispatched"):
         assert values(hub_samples, "fleet_stage_seconds_count", stage=stage)[0] >= 1
     assert values(hub_samples, "fleet_admission_wait_seconds_count", queue="root-child-2")
     assert values(hub_samples, "fleet_quota_max", queue="root-child-2",

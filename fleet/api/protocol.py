@@ -76,6 +76,9 @@ HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_
 # objects off the member (the hub drops it itself for a member it has lost).
 AGENT_FINALIZER = f"{GROUP}/agent"
 JOB_GENERATION = f"{GROUP}/job-generation"  # the hub job's spec generation the Work renders
+# When the hub sent the Work's create, to the microsecond (creationTimestamp has whole
+# seconds): the agent times its "applied" stage from it (fleet_stage_seconds).
+DISPATCHED_AT = f"{GROUP}/dispatched-at"
 # When the Work's share was last resized (an elastic job): until its agent reports the share
 # bound after that, the hub counts the share as not yet in the member's capacity report.
 RESIZED_AT = f"{GROUP}/resized-at"

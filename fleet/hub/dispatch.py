@@ -31,6 +31,11 @@ def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def precise_now() -> str:
+    """The time to the microsecond, as the Work's dispatched-at annotation carries it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class Dispatcher:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -135,7 +140,11 @@ class Dispatcher:
         """Create every Work; on failure delete those created here and re-raise."""
         created: list[Body] = []
         try:
-            for body in bodies:
+            for unsent in bodies:
+                meta = unsent["metadata"]
+                # when it was sent, for the agent's "applied" stage (fleet.hub.stages)
+                body = {**unsent, "metadata": {**meta, "annotations": {
+                    **(meta.get("annotations") or {}), p.DISPATCHED_AT: precise_now()}}}
                 try:
                     created.append(self.kube.create(r.WORKS, body))
                 except errors.AlreadyExists:

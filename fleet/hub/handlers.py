@@ -24,7 +24,7 @@ from fleet.clients import resources as r
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, mirroring, webhook_tls
+from fleet.hub import admission, mirroring, stages, webhook_tls
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
@@ -45,7 +45,11 @@ def _record(store: str, kind: str, body: kopf.Body) -> None:
     SYNC.saw(Cache.key(body))
     if kind == "DELETED":
         CACHE.remove(store, body)
+        if store == stores.JOBS:
+            stages.CLOCK.forget(body)
     else:
+        if store == stores.JOBS:
+            stages.CLOCK.seen(body)  # before the scheduler can see it in the cache
         CACHE.upsert(store, body)
 
 

@@ -21,7 +21,7 @@ from typing import Any, ParamSpec
 
 from fleet import metrics
 from fleet.api import protocol as p
-from fleet.hub import coalescing, reservations
+from fleet.hub import coalescing, reservations, stages
 from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
@@ -210,6 +210,7 @@ class Writer:
             spent.setdefault(cluster, []).extend(requests)
         with self._lock:
             self._inflight[job["metadata"]["uid"]] = spent
+        stages.CLOCK.decided(job["metadata"]["uid"])
         self._pool.submit(self.bind, bind, job, ctx)
 
     def bind(self, bind: Bind, job: Body, ctx: PassContext) -> None:
@@ -253,8 +254,8 @@ class Writer:
             if failed_over is None:  # a failover is timed by fleet_failover_seconds
                 tree = q.active_tree(ctx.snap)
                 names = leaf_queue_names(tree[1]) if tree else {}
-                observe_stages(meta, bind.admitted_at or None, bound_at, time.time(),
-                               names.get(bind.admitted_by, ""))
+                stages.CLOCK.dispatched(meta, bind.admitted_at or None, bound_at, time.time(),
+                                        names.get(bind.admitted_by, ""))
             if bind.admitted_by:
                 self.dispatcher.event(bound, "Admitted", f"admitted by quota {bind.admitted_by}")
                 metrics.ADMISSIONS.inc()
@@ -482,20 +483,3 @@ def running_by_leaf(snap: Snapshot) -> dict[str, int]:
             out[leaf.key] = out.get(leaf.key, 0) + 1
     return out
 
-
-def observe_stages(meta: Mapping[str, Any], admitted: str | None, bound_at: float,
-                   dispatched_at: float, queue: str) -> None:
-    """Stage latencies of a decision just written: created -> admitted (queued jobs) ->
-    bound -> dispatched (its Works exist)."""
-    created = parse_time(meta.get("creationTimestamp"))
-    previous = created.timestamp() if created else None
-    admitted_time = parse_time(admitted) if admitted else None
-    if admitted_time is not None:
-        if previous is not None:
-            wait = max(0.0, admitted_time.timestamp() - previous)
-            metrics.STAGE_SECONDS.labels("admitted").observe(wait)
-            metrics.ADMISSION_WAIT.labels(queue).observe(wait)
-        previous = admitted_time.timestamp()
-    if previous is not None:
-        metrics.STAGE_SECONDS.labels("bound").observe(max(0.0, bound_at - previous))
-    metrics.STAGE_SECONDS.labels("dispatched").observe(max(0.0, dispatched_at - bound_at))

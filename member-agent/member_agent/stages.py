@@ -1,6 +1,11 @@
-"""The agent's steps of a job's way, timed where they happen: a Work dispatched (created on
-the hub) -> applied to the member -> all its pods created -> all of them running, each observed
-in ``fleet_stage_seconds`` from the step before it."""
+"""The agent's steps of a job's way, timed where they happen: a Work dispatched (sent by the
+hub) -> applied to the member (hubsync) -> all its pods created (the job controller, as its
+creates return) -> all of them running (the job controller, at the reconcile the last pod's
+event queues), each observed in ``fleet_stage_seconds`` from the step before it.
+
+The first step spans two processes: it is timed from the Work's dispatched-at annotation (the
+hub's clock, to the microsecond; hosts whose clocks differ add their offset), else from its
+creationTimestamp (whole seconds)."""
 
 from __future__ import annotations
 
@@ -12,9 +17,16 @@ from datetime import datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api.protocol import is_applied
+from fleet.api.protocol import DISPATCHED_AT, is_applied
 
 LIMIT = 10_000  # Works followed at once; the oldest is forgotten beyond (memory stays bounded)
+
+
+def _epoch(text: object) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class StageClock:
@@ -30,20 +42,22 @@ class StageClock:
             return
         meta = work["metadata"]
         now = time.time()
-        created = meta.get("creationTimestamp")
-        if created:
-            since = datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+        sent = (meta.get("annotations") or {}).get(DISPATCHED_AT) or \
+            meta.get("creationTimestamp")
+        since = _epoch(sent) if sent else None
+        if since is not None:
             metrics.STAGE_SECONDS.labels("applied").observe(max(0.0, now - since))
         with self._lock:
             self._reached[meta["name"]] = ("applied", now)
             while len(self._reached) > self._limit:
                 self._reached.popitem(last=False)
 
-    def progress(self, work: str, pods: Sequence[Mapping[str, Any]], expected: int) -> None:
-        """Called with a Work's pods whenever its status is computed."""
+    def progress(self, work: str, phases: Sequence[str], expected: int) -> None:
+        """A Work's job's pods as its controller sees them (their phases, pods being deleted
+        left out): every one created, then every one running."""
         with self._lock:
             reached = self._reached.get(work)
-            if reached is None or len(pods) < expected:
+            if reached is None or len(phases) < expected:
                 return
             stage, since = reached
             now = time.time()
@@ -51,7 +65,7 @@ class StageClock:
                 metrics.STAGE_SECONDS.labels("pods_created").observe(now - since)
                 stage, since = "pods_created", now
                 self._reached[work] = (stage, since)
-            if all(p.get("phase") in ("Running", "Succeeded") for p in pods):
+            if all(phase in ("Running", "Succeeded") for phase in phases):
                 metrics.STAGE_SECONDS.labels("running").observe(now - since)
                 del self._reached[work]
 
