@@ -21,6 +21,10 @@ def main() -> None:
                         help="run only this part (repeatable)")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--onfleet-phases", default=",".join(onfleet.PHASES),
+                        help="the on-fleet phases to run, comma-separated: "
+                        + ", ".join(onfleet.PHASES))
+    parser.add_argument("--latency-jobs", type=int, default=100)
     parser.add_argument("--scale-members", type=int, default=100)
     parser.add_argument("--scale-nodes", type=int, default=200)
     parser.add_argument("--scale-jobs", type=int, default=10_000)
@@ -36,7 +40,11 @@ def main() -> None:
         results += passes.pass_latency(args.scale_members, args.scale_nodes, args.scale_jobs)
     if "onfleet" in parts:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as workdir:
-            results += onfleet.run(Path(workdir), jobs=args.jobs, pending=args.pending)
+            phases = tuple(p for p in args.onfleet_phases.split(",") if p)
+            if unknown := set(phases) - set(onfleet.PHASES):
+                parser.error(f"--onfleet-phases: no phase {', '.join(sorted(unknown))}")
+            results += onfleet.run(Path(workdir), jobs=args.jobs, pending=args.pending,
+                                   phases=phases, latency_jobs=args.latency_jobs)
     if "scale" in parts:
         with tempfile.TemporaryDirectory(prefix="fleet-scale-") as workdir:
             results += scale.run(Path(workdir), members=args.scale_members,
