@@ -513,7 +513,7 @@ class HubSync:
         expected = sum(role.replicas for role in adapter.roles(manifest))
         pods = [_summary(p) for p in sorted(job_pods, key=lambda p: p["metadata"]["name"])]
         name = work["metadata"]["name"]
-        STAGES.progress(name, pods, expected)
+        STAGES.progress(name, [p["phase"] for p in pods], expected)
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
             self.state.changed.set()  # its reservation ends: the capacity report changes
