@@ -23,12 +23,13 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from e2e.bench.inprocess import percentile
 from e2e.bench.members import Member, nodes_of
 from e2e.bench.results import Result
-from e2e.bench.scale import TENANTS, job, tenant_objects
+from e2e.bench.scale import TENANTS, job, mib, tenant_objects
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -263,7 +264,12 @@ def pass_latency(members: int = 100, nodes: int = 200, jobs: int = 10_000,
             f"included, the background binds and statuses not), {passes} passes, "
             f"{finished} jobs finishing before each; the first bound "
             f"{bound[0]:,} jobs in {ms[0]:.0f} ms")
+    rss, peak = rss_mib()
     return [
+        Result(f"process RSS after the passes, in process, {scale}", rss, "MiB", "<= 300",
+               note=f"peak {peak:.0f} MiB; the hub's cache, views and writer plus the "
+                    "in-memory API server's copy of every object (not the hub's: about a "
+                    "fifth of it), no kopf, no API client"),
         Result(f"scheduling pass p50, in process, {scale}", percentile(ms, 0.5), "ms",
                "<= 100", note=note),
         Result(f"scheduling pass p99, in process, {scale}", percentile(ms, 0.99), "ms",
@@ -272,6 +278,13 @@ def pass_latency(members: int = 100, nodes: int = 200, jobs: int = 10_000,
                written / max(sum(bound), 1), "writes", "<= 3",
                note=f"over {passes} passes, {sum(bound):,} bound: {breakdown}"),
     ]
+
+
+def rss_mib() -> tuple[float, float]:
+    """This process's resident memory now and at its peak, in MiB (Linux)."""
+    status = dict(line.split(":", 1) for line in
+                  Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return mib(status["VmRSS"]), mib(status["VmHWM"])
 
 
 def main() -> None:
@@ -300,6 +313,7 @@ def main() -> None:
     for i, (t, b) in enumerate(zip(timings, bound, strict=True)):
         print(f"pass {i}: {t * 1000:.0f} ms CPU, {b} Works written")
     print(f"writes {written} for {sum(bound)} Works: {kube.writes}")
+    print("RSS {:.0f} MiB, peak {:.0f} MiB".format(*rss_mib()))
 
 
 if __name__ == "__main__":
