@@ -82,8 +82,14 @@ class MemoryKube:
     def _stored(self, resource: r.Resource, body: Body) -> Body:
         body["metadata"]["resourceVersion"] = str(next(self.version))
         meta = body["metadata"]
-        self.objects[(resource.plural, meta.get("namespace") or "", meta["name"])] = body
+        key = (resource.plural, meta.get("namespace") or "", meta["name"])
         store = STORES.get(resource.plural)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.objects.pop(key, None)  # its last finalizer went: gone, as the watch says
+            if store is not None:
+                self.cache.remove(store, body)
+            return copy.deepcopy(body)
+        self.objects[key] = body
         if store is not None:
             self.cache.upsert(store, body)  # as the watch would bring it back
         return copy.deepcopy(body)
@@ -160,9 +166,18 @@ class MemoryKube:
 
     def delete(self, resource: r.Resource, name: str, namespace: str | None = None,
                **_: Any) -> bool:
+        """Gone at once, or marked deleting while finalizers remain; the cache told either
+        way, as the watch would (else the hub deletes the same Works on every pass)."""
         with self._lock:
             self._count(resource, None)
-            return self.objects.pop((resource.plural, namespace or "", name), None) is not None
+            found = self.objects.get((resource.plural, namespace or "", name))
+            if found is None:
+                return False
+            if not found["metadata"].get("deletionTimestamp"):
+                found = copy.deepcopy(found)
+                found["metadata"]["deletionTimestamp"] = stamp(time.time())
+            self._stored(resource, found)
+            return True
 
 
 def stamp(seconds: float) -> str:
