@@ -388,6 +388,8 @@ def test_a_metadata_listing_names_every_object_without_its_body(fleet: LocalFlee
         hub.apply(r.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": f"cm-{i}", "namespace": namespace},
                                  "data": {"big": "x" * 1000}}, field_manager="test")
+    # (none at all: the server's metadata list says "items": null)
+    assert hub.list(r.PYTORCHJOBS, "no-such-namespace", metadata_only=True)[0] == []
     for resource, where in ((r.CONFIGMAPS, namespace), (r.MEMBERCLUSTERS, None)):
         full, _ = hub.list(resource, where)
         partial, _ = hub.list(resource, where, limit=2, metadata_only=True)

@@ -265,7 +265,7 @@ class Kube:
                 "limit": limit, "continue": token,
             }, verb="list", resource=resource.plural,
                 accept=PARTIAL_METADATA if metadata_only else "application/json"))
-            for item in page.get("items", []):
+            for item in page.get("items") or []:  # a metadata list says null for none
                 if metadata_only:  # the server says PartialObjectMetadata: name the kind
                     items.append({"apiVersion": resource.api_version, "kind": resource.kind,
                                   "metadata": item.get("metadata") or {}})
