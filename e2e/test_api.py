@@ -373,3 +373,30 @@ def test_resume_specs_cannot_change_after_creation(fleet: LocalFleet, tmp_path: 
         change(at("spec.runMode.pause.resumeSpecs.0.command", ["/bin/other"]))
     assert "spec.runMode.pause.resumeSpecs cannot be changed after creation" in str(caught.value)
     change(at("spec.runMode.pause.enabled", False))  # pausing and resuming stays allowed
+
+
+def test_a_metadata_listing_names_every_object_without_its_body(fleet: LocalFleet) -> None:
+    """What the hub's start-up listing asks for (``metadata_only``): names and versions
+    only, page by page, the kind named as the resource's rather than the server's
+    PartialObjectMetadata (the hub keys its caches by it)."""
+    hub = fleet.client(HUB)
+    namespace = "metadata-listing"
+    if hub.get_or_none(r.NAMESPACES, namespace) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": namespace}})
+    for i in range(5):
+        hub.apply(r.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": f"cm-{i}", "namespace": namespace},
+                                 "data": {"big": "x" * 1000}}, field_manager="test")
+    # (none at all: the server's metadata list says "items": null)
+    assert hub.list(r.PYTORCHJOBS, "no-such-namespace", metadata_only=True)[0] == []
+    for resource, where in ((r.CONFIGMAPS, namespace), (r.MEMBERCLUSTERS, None)):
+        full, _ = hub.list(resource, where)
+        partial, _ = hub.list(resource, where, limit=2, metadata_only=True)
+        assert sorted(o["metadata"]["name"] for o in partial) == \
+            sorted(o["metadata"]["name"] for o in full)
+        assert full, resource.plural
+        for item in partial:
+            assert set(item) == {"apiVersion", "kind", "metadata"}, item
+            assert (item["apiVersion"], item["kind"]) == (resource.api_version, resource.kind)
+            assert item["metadata"]["resourceVersion"]

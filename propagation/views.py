@@ -62,8 +62,10 @@ class JobDemand:
     roles: tuple[Role, ...]
     topology: TopologyRequest | None = None
 
-    @property
+    @functools.cached_property
     def total(self) -> Resources:
+        """Every replica's request summed; computed once (quota, division and the hub's
+        views each ask, for every waiting job)."""
         out = Resources()
         for role in self.roles:
             out = out + role.total

@@ -191,8 +191,8 @@ class Monitor:
                 pass_sum = float(match.group(1))
         status = dict(line.split(":", 1) for line in
                       Path(f"/proc/{self.pid}/status").read_text().splitlines() if ":" in line)
-        return Sample(time.monotonic(), placed, buckets, _mib(status["VmRSS"]),
-                      _mib(status["VmHWM"]), pass_sum)
+        return Sample(time.monotonic(), placed, buckets, mib(status["VmRSS"]),
+                      mib(status["VmHWM"]), pass_sum)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -203,7 +203,7 @@ class Monitor:
             stop.wait(1.0)
 
 
-def _mib(field: str) -> float:
+def mib(field: str) -> float:
     return int(field.split(maxsplit=1)[0]) / 1024  # /proc's "123456 kB"
 
 

@@ -39,6 +39,7 @@ SYNC = InitialSync()
 # watches have delivered everything (``initial_sync``).
 WATCHED: list[tuple[r.Resource, str | None]] = []
 _STOP = threading.Event()
+LIST_PAGE = 500
 
 
 def _record(store: str, kind: str, body: kopf.Body) -> None:
@@ -90,7 +91,10 @@ def _list_watched(kube: Kube) -> None:
             keys = []
             for resource, selector in WATCHED:
                 try:
-                    items, _ = kube.list(resource, label_selector=selector)
+                    # names only, a page at a time: every few seconds until synced, and
+                    # at 10,000 jobs whole objects were hundreds of MiB decoded and dropped
+                    items, _ = kube.list(resource, label_selector=selector,
+                                         limit=LIST_PAGE, metadata_only=True)
                 except errors.NotFound:  # no such kind installed: kopf watches nothing either
                     continue
                 keys += [Cache.key(item) for item in items]

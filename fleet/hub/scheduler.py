@@ -24,6 +24,7 @@ from fleet.clients.leases import LeaderElector
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
+from fleet.hub.collector import Collector
 from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.hub.mirror import aggregate, propagate_spec
 from fleet.hub.pass_view import ViewBuilder, creation_order, stage_of
@@ -74,6 +75,7 @@ class Scheduler:
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
+        self.collector = Collector()
 
     def run(self, stop: threading.Event) -> None:
         next_renewal = 0.0
@@ -94,6 +96,7 @@ class Scheduler:
 
     # -- one pass -----------------------------------------------------------------------
     def pass_once(self) -> None:
+        self.collector.tick()  # what the last full collection kept is not walked again
         # In-flight binds first, then the snapshot: a bind that finishes in between is then
         # in the snapshot with its writes, never seen as unbound with a stale version.
         inflight = self.writer.inflight()
