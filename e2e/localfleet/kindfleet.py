@@ -15,6 +15,7 @@ directory.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import re
@@ -186,7 +187,9 @@ class Kind:
     def gateway(self) -> str:
         """This host's address on kind's network (where the nodes reach host processes)."""
         inspected = json.loads(self.podman("network", "inspect", "kind"))
-        return str(inspected[0]["subnets"][0]["gateway"])
+        # kind's network has an IPv6 subnet too (first): kwok's flags want an IPv4 address
+        return next(str(subnet["gateway"]) for subnet in inspected[0]["subnets"]
+                    if ipaddress.ip_address(subnet["gateway"]).version == 4)
 
     def task_pids(self, name: str) -> dict[str, int]:
         """The node's running containers' main processes, by container id, as this host sees
