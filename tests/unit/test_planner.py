@@ -22,6 +22,7 @@ from planner.view import (
     JobView,
     PolicyView,
     PreemptionView,
+    QuotaView,
     Stage,
     WorkView,
 )
@@ -29,6 +30,8 @@ from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
+from quota.engine import Job
+from quota.tree import QuotaNode
 
 NOW = 1_000_000.0
 GPU = "nvidia.com/gpu"
@@ -209,3 +212,30 @@ def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preem
     preempted = plan_pass(_preempting(replace(high, preempted_by="PyTorchJob/ns/x"),
                                       clusters=full, preemption=PreemptionView((victim,))))
     assert not [i for i in preempted.intents if isinstance(i, Preempt)]  # no cascades
+
+
+def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() -> None:
+    """A pass that stops looking after ``scan_window`` unplaced jobs in a row stops per quota
+    queue: a tenant whose higher-priority jobs cannot be placed (its max reached) leaves
+    another tenant's job within its guarantee decided in the same pass."""
+    root = QuotaNode("root", {GPU: 16}, {GPU: 16}, children=(
+        QuotaNode("a", {GPU: 8}, {GPU: 8}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 8}, ("team-b",))))
+
+    def queued(namespace: str, name: str, gpus: int, priority: int) -> JobView:
+        key = f"PyTorchJob/{namespace}/{name}"
+        demand = JobDemand(key, (Role("Worker", 1, Resources.of({GPU: gpus})),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, namespace, {GPU: gpus}, priority, f"t-{name}"),
+                       priority=priority)
+
+    over = [queued("team-a", f"a{i}", 16, 5) for i in range(4)]  # beyond team-a's max
+    low = queued("team-b", "b1", 4, 0)  # within team-b's guarantee, behind them in order
+    base = view(*over, low)
+    plan = plan_pass(replace(base, quota=QuotaView(root, ()), scan_window=3))
+    assert [b.job for b in plan.binds] == ["PyTorchJob/team-b/b1"]
+    # team-a's queue was looked at up to the window only
+    assert sorted(w.job.rsplit("/", 1)[1] for w in plan.waits) == ["a0", "a1", "a2"]
+    assert [b.job for b in plan_pass(replace(base, quota=QuotaView(root, ()))).binds] == [
+        "PyTorchJob/team-b/b1"]
