@@ -125,6 +125,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--load", type=float, default=0.9,
                         help="replay: speed arrivals up to this offered load (0: keep trace "
                              "times)")
+    parser.add_argument("--tenant-seed", type=int, default=0, choices=range(0, 10**6),
+                        metavar="0..999999", help="replay: another draw of the gangs' tenants "
+                        "(0: sha256 of the gang's name; s: of 's:name'), to see how stable "
+                        "per-tenant figures are")
     parser.add_argument("--replay-pods", type=Path, default=None,
                         help=f"replay: the pod list to replay (default {DEFAULT_PODS})")
     parser.add_argument("--no-replay", action="store_true", help="the fragmentation study only")
@@ -178,7 +182,8 @@ def run_study(args: argparse.Namespace) -> list[VariantResult]:
 
 def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
     trace = load(args.trace, pods=args.replay_pods, limit=args.limit or None,
-                 load_factor=args.load, inventory=args.inventory)
+                 load_factor=args.load, inventory=args.inventory,
+                 tenant_seed=args.tenant_seed)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
     results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace),
                       args.clusters, args.jobs)
