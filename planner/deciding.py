@@ -17,7 +17,7 @@ from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import divide, with_assumed
 from propagation.views import ClusterView
-from quota.engine import AdmissionPass
+from quota.engine import AdmissionPass, Holding
 from quota.queues import queue_names
 from quota.tree import walk
 
@@ -177,8 +177,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                 return out, Wait(job.key, "NoQuotaLeaf", verdict.reason)
             return preempt_or(Wait(job.key, "QuotaExceeded", verdict.reason))
         if verdict.victims:
-            out += [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
-                    for v in verdict.victims]
+            out += _reclaim(job, verdict.victims, preempting)
             admission.release(verdict.victims)
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
@@ -210,6 +209,16 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                     admitted_by, failover.purge_mode if failover else "", spent,
                     policy.propagate_deps, sized=sized, backfill=note, reserve=reserve))
     return out, None
+
+
+def _reclaim(job: JobView, victims: Sequence[Holding], preempting: PreemptionPass | None
+             ) -> list[Intent]:
+    """Requeue the jobs whose quota ``job`` takes back; a priority plan later in the pass
+    never names them again."""
+    if preempting is not None:
+        preempting.requeued(v.job.key for v in victims)
+    return [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
+            for v in victims]
 
 
 def _keep_waiting(job: JobView, admission: AdmissionPass | None) -> None:

@@ -13,6 +13,7 @@ from planner.intents import (
     Preempt,
     Release,
     RemoveWorks,
+    Requeue,
     Unbind,
     Wait,
     WorkRemoval,
@@ -30,7 +31,7 @@ from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
-from quota.engine import Job
+from quota.engine import Holding, Job
 from quota.tree import QuotaNode
 
 NOW = 1_000_000.0
@@ -239,3 +240,41 @@ def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() ->
     assert sorted(w.job.rsplit("/", 1)[1] for w in plan.waits) == ["a0", "a1", "a2"]
     assert [b.job for b in plan_pass(replace(base, quota=QuotaView(root, ()))).binds] == [
         "PyTorchJob/team-b/b1"]
+
+
+def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass() -> None:
+    """Team b borrows three 8-GPU nodes of a 24-GPU fleet. Team a's first job (priority 5)
+    takes its guarantee back by reclaiming b's youngest job; its second (priority 3), within
+    the guarantee too and fitting quota once that one is released, finds no node and plans
+    a priority preemption: the reclaimed job, already leaving, must not be named again."""
+    root = QuotaNode("root", {GPU: 24}, {GPU: 24}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: 24}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 24}, ("team-b",))))
+    node = Resources.of({GPU: 8})
+    full = (ClusterView("c", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
+    holdings, victims = [], []
+    for i in range(3):
+        key = f"PyTorchJob/team-b/v{i}"
+        job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
+        holdings.append(Holding(job, f"t-admitted-{i}"))
+        victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
+                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
+
+    def queued(name: str, priority: int) -> JobView:
+        key = f"PyTorchJob/team-a/{name}"
+        demand = JobDemand(key, (Role("Worker", 1, node),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, "team-a", {GPU: 8}, priority, f"t-{name}"),
+                       priority=priority)
+
+    pass_view = replace(_preempting(queued("j5", 5), queued("j3", 3), clusters=full,
+                                    preemption=PreemptionView(tuple(victims))),
+                        quota=QuotaView(root, tuple(holdings)))
+    plan = plan_pass(pass_view)
+    reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
+    preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+    assert reclaimed == ["PyTorchJob/team-b/v2"]
+    assert preempted  # the second job still plans, with another victim
+    assert not set(reclaimed) & set(preempted)
