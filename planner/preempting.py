@@ -114,6 +114,8 @@ class PreemptionPass:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
         self.decided = True
+        if admission is not None:  # a reclaim later in the pass takes someone else
+            admission.leaving(v.key for v in planned.victims if v.keep is None)
         why = f"preempted by {job.key} (priority {job.priority} > {{}})"
         victims = tuple((v.key, why.format(v.priority)) for v in planned.victims
                         if v.keep is None)

@@ -278,3 +278,40 @@ def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass(
     assert reclaimed == ["PyTorchJob/team-b/v2"]
     assert preempted  # the second job still plans, with another victim
     assert not set(reclaimed) & set(preempted)
+
+
+def test_a_priority_victim_of_a_pass_is_never_also_reclaimed_later_in_that_pass() -> None:
+    """The other order: team a's first job (priority 5, fitting quota but no node) preempts
+    b's youngest job; its second (two nodes' worth, within its guarantee, blocked at the
+    root) reclaims quota from b: it must take another of b's jobs, not the one leaving."""
+    root = QuotaNode("root", {GPU: 32}, {GPU: 32}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: 32}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 32}, ("team-b",))))
+    node = Resources.of({GPU: 8})
+    full = (ClusterView("c", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
+    holdings, victims = [], []
+    for i in range(3):
+        key = f"PyTorchJob/team-b/v{i}"
+        job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
+        holdings.append(Holding(job, f"t-admitted-{i}"))
+        victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
+                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
+
+    def queued(name: str, priority: int, replicas: int) -> JobView:
+        key = f"PyTorchJob/team-a/{name}"
+        demand = JobDemand(key, (Role("Worker", replicas, node),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, "team-a", {GPU: 8 * replicas}, priority, f"t-{name}"),
+                       priority=priority)
+
+    pass_view = replace(_preempting(queued("j5", 5, 1), queued("j3", 3, 2), clusters=full,
+                                    preemption=PreemptionView(tuple(victims))),
+                        quota=QuotaView(root, tuple(holdings)))
+    plan = plan_pass(pass_view)
+    preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+    reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
+    assert preempted == ["PyTorchJob/team-b/v2"]
+    assert reclaimed  # the second job still takes its guarantee back
+    assert not set(reclaimed) & set(preempted)
