@@ -17,7 +17,7 @@ from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import divide, with_assumed
 from propagation.views import ClusterView
-from quota.engine import AdmissionPass
+from quota.engine import AdmissionPass, Holding
 from quota.queues import queue_names
 from quota.tree import walk
 
@@ -53,18 +53,19 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
                                   quota.policies, quota.starvation_bound)
     capacity = dict(view.capacity)
     out: list[Intent] = []
-    misses = 0
+    misses: dict[str, int] = {}  # per queue: its unplaced jobs in a row (the scan window)
     preempting = PreemptionPass.start(view, candidates)
     backfill: Backfill | None = None
     tries = RESERVE_TRIES if view.timed or view.reservations else 0
     for job in sorted(candidates, key=lambda c: (
             not (preempting is not None and preempting.first(c)), *c.order)):
-        if view.scan_window and misses >= view.scan_window:
-            break
+        queue = _queue_of(job, admission)
+        if view.scan_window and misses.get(queue, 0) >= view.scan_window:
+            continue
         intents, why = _decide_one(job, admission, capacity, view, preempting, backfill)
         out += intents
         if why is None:
-            misses = 0
+            misses[queue] = 0
             continue
         if why.reason == "Unschedulable" and backfill is None and tries:
             tries -= 1  # the first jobs that do not fit: the first whose start is known
@@ -73,7 +74,7 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
             if backfill is not None:
                 why = backfill.head_wait(why)
         waits[job.key] = why
-        misses += why.reason != "Reclaiming"
+        misses[queue] = misses.get(queue, 0) + (why.reason != "Reclaiming")
     out += _grow(view, capacity, admission, waits, candidates)
     if admission is not None:
         out.append(_queues(admission, waits))
@@ -82,6 +83,15 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     if preempting is None:
         return Decided(out, reservations=reserved)
     return Decided(out, preempting.holds, preempting.retry_at, reserved)
+
+
+def _queue_of(job: JobView, admission: AdmissionPass | None) -> str:
+    """The quota queue (leaf) a job waits in; "" for a job no queue admits. The scan window
+    counts per queue, so that one tenant's waiting jobs never hide another's."""
+    if admission is None or job.quota is None:
+        return ""
+    leaf = admission.leaf(job.quota)
+    return leaf.key if leaf is not None else ""
 
 
 def _usable(job: JobView, capacity: dict[str, ClusterView]) -> list[ClusterView]:
@@ -167,8 +177,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                 return out, Wait(job.key, "NoQuotaLeaf", verdict.reason)
             return preempt_or(Wait(job.key, "QuotaExceeded", verdict.reason))
         if verdict.victims:
-            out += [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
-                    for v in verdict.victims]
+            out += _reclaim(job, verdict.victims, preempting)
             admission.release(verdict.victims)
             admission.wait(job.quota)
             victims = ", ".join(v.job.key for v in verdict.victims)
@@ -200,6 +209,16 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                     admitted_by, failover.purge_mode if failover else "", spent,
                     policy.propagate_deps, sized=sized, backfill=note, reserve=reserve))
     return out, None
+
+
+def _reclaim(job: JobView, victims: Sequence[Holding], preempting: PreemptionPass | None
+             ) -> list[Intent]:
+    """Requeue the jobs whose quota ``job`` takes back; a priority plan later in the pass
+    never names them again."""
+    if preempting is not None:
+        preempting.requeued(v.job.key for v in victims)
+    return [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
+            for v in victims]
 
 
 def _keep_waiting(job: JobView, admission: AdmissionPass | None) -> None:

@@ -43,6 +43,7 @@ class PreemptionPass:
     retry_at: dict[str, float] = field(default_factory=dict)
     plans: int = 0
     decided: bool = False  # at most one preemption a pass: no cascades
+    gone: set[str] = field(default_factory=set)  # requeued earlier in this pass (reclaim)
 
     @classmethod
     def start(cls, view: PassView, waiting: Sequence[JobView]) -> PreemptionPass | None:
@@ -60,6 +61,12 @@ class PreemptionPass:
 
     def bound(self, job: JobView) -> None:
         self.holds.pop(job.uid, None)
+
+    def requeued(self, keys: Iterable[str]) -> None:
+        """Jobs this pass already sends back to their queue (a quota reclaim): no plan may
+        name them again (they would be evicted twice, and the second plan count on capacity
+        the first one's claimant is owed)."""
+        self.gone.update(keys)
 
     def for_job(self, job: JobView, fleet: Callable[[], Sequence[ClusterView]],
                 capacity: dict[str, ClusterView], admission: AdmissionPass | None,
@@ -100,11 +107,15 @@ class PreemptionPass:
                               job.policy.rules,
                               job.quota.charge if job.quota is not None and leaf else {},
                               leaf.key if leaf else None, preempted=bool(job.preempted_by))
-        planned = plan_preemption(preemptor, p.running, fleet(), limits)
+        running = tuple(r for r in p.running if r.key not in self.gone) if self.gone \
+            else p.running
+        planned = plan_preemption(preemptor, running, fleet(), limits)
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
         self.decided = True
+        if admission is not None:  # a reclaim later in the pass takes someone else
+            admission.leaving(v.key for v in planned.victims if v.keep is None)
         why = f"preempted by {job.key} (priority {job.priority} > {{}})"
         victims = tuple((v.key, why.format(v.priority)) for v in planned.victims
                         if v.keep is None)

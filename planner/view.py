@@ -193,7 +193,11 @@ class PassView:
     capacity: Mapping[str, ClusterView]  # free capacity less assumed reservations
     lost_since: Mapping[str, float] = field(default_factory=dict)  # member -> lost since
     quota: QuotaView | None = None
-    scan_window: int = 0  # stop after this many unplaced jobs in a row (0: look at all)
+    # Stop looking at a queue after this many of its jobs in a row stay unplaced (0: look
+    # at all): a bound on a pass's cost, counted per quota queue so that the jobs one
+    # tenant cannot place never hide another tenant's (its jobs outside every queue
+    # count as one queue).
+    scan_window: int = 0
     preemption: PreemptionView | None = None  # None: no priority preemption
     # Running jobs with a known end, for backfill: the first gang that does not fit gets a
     # reservation from the time enough of them end. Empty: no reservation, no backfill.

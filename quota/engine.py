@@ -118,6 +118,7 @@ class AdmissionPass:
         self._charge_all(self.holdings)
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
+        self._leaving: set[str] = set()  # jobs a priority preemption of this pass evicts
         self._claim_cache: dict[str, Job] | None = None
         self._shapes: _ShapeIndex | None = None
 
@@ -184,6 +185,10 @@ class AdmissionPass:
         """Record ``victims`` (preempted to reclaim a guarantee) as no longer holding."""
         for victim in victims:
             self._release(victim)
+
+    def leaving(self, keys: Iterable[str]) -> None:
+        """Jobs this pass already evicts (priority preemption): never reclaimed as well."""
+        self._leaving.update(keys)
 
     def wait(self, job: Job) -> None:
         """``job`` was not admitted this pass (quota or capacity): apply its queue's policy."""
@@ -356,8 +361,8 @@ class AdmissionPass:
             _, other = min(above)
             victim = self._preemption[other][heads[other]][1]
             heads[other] += 1
-            if victim.job.key in self._done:
-                continue  # bound in this very pass: its bind and a requeue would race
+            if victim.job.key in self._done or victim.job.key in self._leaving:
+                continue  # bound or evicted in this very pass: a requeue would race
             for key in self._paths[other]:
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             victims.append(victim)

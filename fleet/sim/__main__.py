@@ -125,10 +125,17 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--load", type=float, default=0.9,
                         help="replay: speed arrivals up to this offered load (0: keep trace "
                              "times)")
+    parser.add_argument("--tenant-seed", type=int, default=0, choices=range(0, 10**6),
+                        metavar="0..999999", help="replay: another draw of the gangs' tenants "
+                        "(0: sha256 of the gang's name; s: of 's:name'), to see how stable "
+                        "per-tenant figures are")
     parser.add_argument("--replay-pods", type=Path, default=None,
                         help=f"replay: the pod list to replay (default {DEFAULT_PODS})")
     parser.add_argument("--no-replay", action="store_true", help="the fragmentation study only")
     parser.add_argument("--no-study", action="store_true", help="the replay only")
+    parser.add_argument("--priorities-only", action="store_true",
+                        help="replay: the priority table's runs only (no fit, queue, borrowing "
+                        "or backfill comparison)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, choices=range(1, 65),
                         metavar="1..64", help="replay: runs in this many processes at once "
                         "(default: one per core)")
@@ -178,8 +185,14 @@ def run_study(args: argparse.Namespace) -> list[VariantResult]:
 
 def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
     trace = load(args.trace, pods=args.replay_pods, limit=args.limit or None,
-                 load_factor=args.load, inventory=args.inventory)
+                 load_factor=args.load, inventory=args.inventory,
+                 tenant_seed=args.tenant_seed)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
+    if args.priorities_only:
+        results = run_all(trace, priorities.runs(trace), args.clusters, args.jobs)
+        priority_rows, priority_entries = priorities.table(trace, results, fmt)
+        return (f"Delay replay: {trace.rules}\n\n{priorities.RULES}\n{table(priority_rows)}\n",
+                [{"priorities": priority_entries}])
     results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace),
                       args.clusters, args.jobs)
     outcomes = [results[Run(s)] for s in SCENARIOS]

@@ -43,7 +43,8 @@ from quota.engine import QueuePolicy
 from quota.tree import QuotaNode, leaves_by_namespace
 
 __all__ = ["GPU", "Event", "Outcome", "Running", "Scenario", "Simulation", "node_name"]
-SCAN_WINDOW = 50  # a pass stops after this many waiting gangs in a row (bounds its cost)
+SCAN_WINDOW = 50  # a pass stops looking at a tenant's queue after this many of its gangs in a
+# row wait (bounds its cost; per queue, so one tenant's waiting gangs never hide another's)
 MAX_PASSES_AT_ONCE = 8  # passes at one instant (each preemption frees quota for the next)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from fleet.sim.engine import Outcome, Scenario, Simulation, progress_bar
-from fleet.sim.trace import Trace
+from fleet.sim.trace import Node, Trace
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,31 @@ class Run:
 
 
 def private_trace(trace: Trace, tenant: str, share: int) -> Trace:
-    """The tenant's gangs on the trace's first GPU nodes, dealt until ``share`` GPUs."""
-    nodes, gpus = [], 0
-    for node in trace.nodes:
-        if gpus >= share:
-            break
+    """The tenant's gangs on a private cluster of ``share`` GPUs: the fleet's slice of that
+    size, the same share of every node shape (model, GPUs, CPU, memory), so that it holds
+    the fleet's mix of GPU models and its CPU and memory per GPU. The GPU nodes are taken in
+    the order that keeps every shape's count proportional (each node at its rank within its
+    shape, scaled by the shape's size), until ``share`` GPUs."""
+    return Trace(proportional_slice(trace.nodes, share),
+                 tuple(g for g in trace.gangs if g.tenant == tenant), trace.rules)
+
+
+def proportional_slice(nodes: Sequence[Node], gpus: int) -> tuple[Node, ...]:
+    """GPU nodes holding at least ``gpus`` GPUs (or all of them), each node shape in
+    proportion to its share of the fleet's GPU nodes; in file order."""
+    shapes: dict[tuple[str, int, int, int], list[int]] = {}
+    for index, node in enumerate(nodes):
         if node.gpus:
-            nodes.append(node)
-            gpus += node.gpus
-    return Trace(tuple(nodes), tuple(g for g in trace.gangs if g.tenant == tenant), trace.rules)
+            shapes.setdefault((node.model, node.gpus, node.cpu, node.memory), []).append(index)
+    order = sorted(((rank + 0.5) / len(group), index) for group in shapes.values()
+                   for rank, index in enumerate(group))
+    taken, total = [], 0
+    for _, index in order:
+        if total >= gpus:
+            break
+        taken.append(index)
+        total += nodes[index].gpus
+    return tuple(nodes[i] for i in sorted(taken))
 
 
 def replay(trace: Trace, run: Run, clusters: int, progress: bool = False) -> Outcome:

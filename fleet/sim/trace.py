@@ -13,7 +13,8 @@ Deterministic rules for the replay (printed with every report):
 * a gang is a run of pods in creation order with equal requests (GPU models included)
   created within ``window`` seconds of its first pod, at most ``max_gang`` pods; it lasts as
   long as its longest pod;
-* a gang's tenant is ``sha256(first pod name) mod tenants``;
+* a gang's tenant is ``sha256(first pod name) mod tenants`` (with a tenant seed s > 0,
+  ``sha256("s:" + first pod name)``: another draw of the same workload, to measure noise);
 * priority by qos: Guaranteed 3, LS 2, Burstable 1, BE 0.
 """
 
@@ -227,7 +228,7 @@ def variants(directory: Path, extra: tuple[Path, ...] = ()) -> list[Path]:
 
 def load(directory: Path, *, pods: Path | None = None, tenants: int = 4, window: float = 10.0,
          max_gang: int = 8, limit: int | None = None, load_factor: float = 0.0,
-         inventory: float = 1.0) -> Trace:
+         inventory: float = 1.0, tenant_seed: int = 0) -> Trace:
     nodes = read_nodes(directory / NODE_FILE, inventory)
     every = max(1, round(1 / inventory)) if 0 < inventory < 1 else 1
     pod_list = read_pods(pods or directory / DEFAULT_PODS)
@@ -244,7 +245,8 @@ def load(directory: Path, *, pods: Path | None = None, tenants: int = 4, window:
         if not current:
             return
         first = current[0]
-        tenant = int(hashlib.sha256(first.name.encode()).hexdigest(), 16) % tenants
+        salted = f"{tenant_seed}:{first.name}" if tenant_seed else first.name
+        tenant = int(hashlib.sha256(salted.encode()).hexdigest(), 16) % tenants
         gangs.append(Gang(first.name, f"tenant-{tenant}", first.created,
                           max(p.duration or 1.0 for p in current), len(current), first.cpu,
                           first.memory, first.gpus, PRIORITY.get(first.qos, 0), first.models))
@@ -262,7 +264,8 @@ def load(directory: Path, *, pods: Path | None = None, tenants: int = 4, window:
              f"member clusters; {len(rows)} pods of {pod_list.path.name} "
              f"grouped into {len(gangs)} gangs (equal requests and GPU models, created within "
              f"{window:.0f}s, <= {max_gang} pods; {constrained} accept only some GPU models); "
-             f"tenants by sha256(name) mod {tenants}; GPU shares as whole "
+             f"tenants by sha256({f'{tenant_seed}:' if tenant_seed else ''}name) mod "
+             f"{tenants}; GPU shares as whole "
              f"GPUs; priority by qos" + (f"; arrivals {speedup:.1f}x faster (run times kept)"
                                          if speedup > 1 else ""))
     return Trace(nodes, tuple(gangs), rules)

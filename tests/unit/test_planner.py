@@ -13,6 +13,7 @@ from planner.intents import (
     Preempt,
     Release,
     RemoveWorks,
+    Requeue,
     Unbind,
     Wait,
     WorkRemoval,
@@ -22,6 +23,7 @@ from planner.view import (
     JobView,
     PolicyView,
     PreemptionView,
+    QuotaView,
     Stage,
     WorkView,
 )
@@ -29,6 +31,8 @@ from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
+from quota.engine import Holding, Job
+from quota.tree import QuotaNode
 
 NOW = 1_000_000.0
 GPU = "nvidia.com/gpu"
@@ -209,3 +213,105 @@ def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preem
     preempted = plan_pass(_preempting(replace(high, preempted_by="PyTorchJob/ns/x"),
                                       clusters=full, preemption=PreemptionView((victim,))))
     assert not [i for i in preempted.intents if isinstance(i, Preempt)]  # no cascades
+
+
+def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() -> None:
+    """A pass that stops looking after ``scan_window`` unplaced jobs in a row stops per quota
+    queue: a tenant whose higher-priority jobs cannot be placed (its max reached) leaves
+    another tenant's job within its guarantee decided in the same pass."""
+    root = QuotaNode("root", {GPU: 16}, {GPU: 16}, children=(
+        QuotaNode("a", {GPU: 8}, {GPU: 8}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 8}, ("team-b",))))
+
+    def queued(namespace: str, name: str, gpus: int, priority: int) -> JobView:
+        key = f"PyTorchJob/{namespace}/{name}"
+        demand = JobDemand(key, (Role("Worker", 1, Resources.of({GPU: gpus})),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, namespace, {GPU: gpus}, priority, f"t-{name}"),
+                       priority=priority)
+
+    over = [queued("team-a", f"a{i}", 16, 5) for i in range(4)]  # beyond team-a's max
+    low = queued("team-b", "b1", 4, 0)  # within team-b's guarantee, behind them in order
+    base = view(*over, low)
+    plan = plan_pass(replace(base, quota=QuotaView(root, ()), scan_window=3))
+    assert [b.job for b in plan.binds] == ["PyTorchJob/team-b/b1"]
+    # team-a's queue was looked at up to the window only
+    assert sorted(w.job.rsplit("/", 1)[1] for w in plan.waits) == ["a0", "a1", "a2"]
+    assert [b.job for b in plan_pass(replace(base, quota=QuotaView(root, ()))).binds] == [
+        "PyTorchJob/team-b/b1"]
+
+
+def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass() -> None:
+    """Team b borrows three 8-GPU nodes of a 24-GPU fleet. Team a's first job (priority 5)
+    takes its guarantee back by reclaiming b's youngest job; its second (priority 3), within
+    the guarantee too and fitting quota once that one is released, finds no node and plans
+    a priority preemption: the reclaimed job, already leaving, must not be named again."""
+    root = QuotaNode("root", {GPU: 24}, {GPU: 24}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: 24}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 24}, ("team-b",))))
+    node = Resources.of({GPU: 8})
+    full = (ClusterView("c", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
+    holdings, victims = [], []
+    for i in range(3):
+        key = f"PyTorchJob/team-b/v{i}"
+        job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
+        holdings.append(Holding(job, f"t-admitted-{i}"))
+        victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
+                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
+
+    def queued(name: str, priority: int) -> JobView:
+        key = f"PyTorchJob/team-a/{name}"
+        demand = JobDemand(key, (Role("Worker", 1, node),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, "team-a", {GPU: 8}, priority, f"t-{name}"),
+                       priority=priority)
+
+    pass_view = replace(_preempting(queued("j5", 5), queued("j3", 3), clusters=full,
+                                    preemption=PreemptionView(tuple(victims))),
+                        quota=QuotaView(root, tuple(holdings)))
+    plan = plan_pass(pass_view)
+    reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
+    preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+    assert reclaimed == ["PyTorchJob/team-b/v2"]
+    assert preempted  # the second job still plans, with another victim
+    assert not set(reclaimed) & set(preempted)
+
+
+def test_a_priority_victim_of_a_pass_is_never_also_reclaimed_later_in_that_pass() -> None:
+    """The other order: team a's first job (priority 5, fitting quota but no node) preempts
+    b's youngest job; its second (two nodes' worth, within its guarantee, blocked at the
+    root) reclaims quota from b: it must take another of b's jobs, not the one leaving."""
+    root = QuotaNode("root", {GPU: 32}, {GPU: 32}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: 32}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: 32}, ("team-b",))))
+    node = Resources.of({GPU: 8})
+    full = (ClusterView("c", True, node_groups=tuple(
+        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
+    holdings, victims = [], []
+    for i in range(3):
+        key = f"PyTorchJob/team-b/v{i}"
+        job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
+        holdings.append(Holding(job, f"t-admitted-{i}"))
+        victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
+                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
+
+    def queued(name: str, priority: int, replicas: int) -> JobView:
+        key = f"PyTorchJob/team-a/{name}"
+        demand = JobDemand(key, (Role("Worker", replicas, node),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, "team-a", {GPU: 8 * replicas}, priority, f"t-{name}"),
+                       priority=priority)
+
+    pass_view = replace(_preempting(queued("j5", 5, 1), queued("j3", 3, 2), clusters=full,
+                                    preemption=PreemptionView(tuple(victims))),
+                        quota=QuotaView(root, tuple(holdings)))
+    plan = plan_pass(pass_view)
+    preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+    reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
+    assert preempted == ["PyTorchJob/team-b/v2"]
+    assert reclaimed  # the second job still takes its guarantee back
+    assert not set(reclaimed) & set(preempted)

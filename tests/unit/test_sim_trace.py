@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from fleet.sim.engine import Scenario, Simulation
-from fleet.sim.trace import TraceError, load, read_pods, variants
+from fleet.sim.runs import private_trace, proportional_slice
+from fleet.sim.trace import Gang, Node, Trace, TraceError, load, read_pods, variants
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
     f"n{i},64000,262144,2,{'T4' if i < 2 else 'G2'}\n" for i in range(4))
@@ -105,3 +106,28 @@ def test_a_model_constraint_changes_the_replay(tmp_path: Path) -> None:
     constrained = replay("T4")
     assert constrained[:3] == [0.0, 0.0, 0.0]
     assert constrained[3] > 0
+
+
+def test_a_tenant_seed_draws_other_tenants_for_the_same_gangs(tmp_path: Path) -> None:
+    write(tmp_path, "openb_node_list_gpu_node.csv", NODES)
+    rows = "".join(f"p{i},1000,1024,1,1000,,LS,R,{i * 100},{i * 100 + 50},{i * 100}\n"
+                   for i in range(40))
+    pods = write(tmp_path, "openb_pod_list_default.csv", TIMED + rows)
+    today, other = (load(tmp_path, pods=pods, window=0, tenant_seed=s) for s in (0, 7))
+    assert load(tmp_path, pods=pods, window=0).gangs == today.gangs  # seed 0: as before
+    assert [(g.name, g.arrival) for g in today.gangs] == [
+        (g.name, g.arrival) for g in other.gangs]
+    assert [g.tenant for g in today.gangs] != [g.tenant for g in other.gangs]
+
+
+def test_a_private_cluster_holds_the_fleets_share_of_every_node_shape() -> None:
+    """The private cluster of a quarter of the GPUs: a quarter of each node shape, not the
+    file's first nodes (which here would all be one model)."""
+    nodes = tuple([Node(f"t{i}", 104000, 2**39, 2, "T4") for i in range(8)]
+                  + [Node(f"g{i}", 96000, 2**38, 8, "G2") for i in range(8)])
+    gangs = (Gang("a", "tenant-0", 0.0, 10.0, 1, 1000, 1024, 1, 0),
+             Gang("b", "tenant-1", 0.0, 10.0, 1, 1000, 1024, 1, 0))
+    own = private_trace(Trace(nodes, gangs, ""), "tenant-0", 20)
+    assert sorted(n.name for n in own.nodes) == ["g0", "g1", "t0", "t1"]
+    assert [g.name for g in own.gangs] == ["a"]
+    assert sum(n.gpus for n in proportional_slice(nodes, 80)) == 80  # the whole fleet
