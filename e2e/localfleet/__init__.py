@@ -420,9 +420,10 @@ class LocalFleet:
                 self._save(kind={**self._load()["kind"], "loaded": loaded})
             pods.wait_node_ready(self.client(name), kind.node(name), timeout=300)
             self.say(f"{name}: node Ready, images loaded ({time.monotonic() - started:.1f}s)")
+        kwok_config = kindfleet.kwok_config(self.workdir / "kwok.yaml")
         for name in self.members:
-            self._spawn(f"kwok-{name}",
-                        kindfleet.kwok_argv(binaries, self.kubeconfig(name), kind.gateway()), {})
+            self._spawn(f"kwok-{name}", kindfleet.kwok_argv(
+                binaries, self.kubeconfig(name), kind.gateway(), kwok_config), {})
         hub = self.client(HUB)
         onboarding.install_crds(hub, onboarding.crd_manifests())
         identities.install_hub(hub, self.kubeconfig(HUB), self.identity_kubeconfig(HUB))

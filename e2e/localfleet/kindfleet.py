@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from e2e.localfleet import images, kindnode
-from e2e.localfleet.kwok import STAGES, Binaries, free_ports
+from e2e.localfleet.kwok import POD_LOG, STAGES, Binaries, free_ports
 from e2e.localfleet.realnode import REAL_NODE_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,19 +204,21 @@ class Kind:
                 if (container := in_node.get(node_pid))}
 
     def _node_pids(self, name: str) -> dict[int, int]:
-        """Host pid -> pid in the node's namespace, for the node's processes."""
-        init = int(self.podman("inspect", "--format", "{{.State.Pid}}", self.node(name)))
-        namespace = os.readlink(f"/proc/{init}/ns/pid")
+        """Host pid -> pid in the node's namespace, for every process in the node container
+        (its own and its Pods' containers', which run in pid namespaces of their own below
+        the node's: NSpid lists a process's pid from the host's namespace inwards)."""
+        container = self.podman("inspect", "--format", "{{.Id}}", self.node(name)).strip()
         found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                if os.readlink(entry / "ns" / "pid") != namespace:
+                if container not in (entry / "cgroup").read_text():
                     continue
                 for line in (entry / "status").read_text().splitlines():
-                    if line.startswith("NSpid:"):
-                        found[int(entry.name)] = int(line.split()[-1])
+                    fields = line.split()[1:]
+                    if line.startswith("NSpid:") and len(fields) >= 2:
+                        found[int(entry.name)] = int(fields[1])
             except OSError:
                 continue  # ended meanwhile
         return found
@@ -320,12 +322,23 @@ def internal_kubeconfig(kubeconfig: str, address: str) -> str:
     return yaml.safe_dump(config)
 
 
-def kwok_argv(binaries: Binaries, kubeconfig: Path, address: str) -> list[str]:
+def kwok_config(path: Path) -> Path:
+    """kwok's configuration: the fleet's pod stages and every pod's log (as kwokctl gives the
+    local backend's members)."""
+    docs = [d for d in yaml.safe_load_all(STAGES.read_text()) if d]
+    docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+                 "metadata": {"name": "fleet-pod-log"},
+                 "spec": {"logs": [{"logsFile": str(POD_LOG)}]}})
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return path
+
+
+def kwok_argv(binaries: Binaries, kubeconfig: Path, address: str, config: Path) -> list[str]:
     """A kwok controller on the host for one member: it fakes the annotated GPU nodes and the
     Pods bound to them with the fleet's stages, and serves their logs as a kubelet would at
     ``address`` (this host on kind's network: the member's API server calls it there)."""
     port = free_ports(1)[0]
-    return [binaries["kwok"], f"--kubeconfig={kubeconfig}", f"--config={STAGES}",
+    return [binaries["kwok"], f"--kubeconfig={kubeconfig}", f"--config={config}",
             "--manage-all-nodes=false",
             KWOK_MARK,
             "--node-lease-duration-seconds=40", f"--server-address={address}:{port}",
