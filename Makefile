@@ -50,7 +50,7 @@ down: $(STAMP)
 	$(FLEET_ENV) $(PY) -m e2e.localfleet down
 
 e2e-kind: $(STAMP) bins kind-packages  ## the multi-cluster e2e suite on kind clusters (README: how long)
-	FLEET_E2E_BACKEND=kind $(PY) -m pytest e2e $(PYTEST_ARGS)
+	FLEET_E2E_BACKEND=kind $(PY) -m pytest e2e --timeout 1800 $(PYTEST_ARGS)
 
 crds: $(STAMP)  ## regenerate crds/ from the API models
 	$(PY) -m fleet.api.crds
