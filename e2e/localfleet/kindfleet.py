@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from e2e.localfleet import images, kindnode
-from e2e.localfleet.kwok import POD_LOG, STAGES, Binaries, free_ports
+from e2e.localfleet.kwok import Binaries, free_ports, member_kwok_docs
 from e2e.localfleet.realnode import REAL_NODE_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -325,11 +325,7 @@ def internal_kubeconfig(kubeconfig: str, address: str) -> str:
 def kwok_config(path: Path) -> Path:
     """kwok's configuration: the fleet's pod stages and every pod's log (as kwokctl gives the
     local backend's members)."""
-    docs = [d for d in yaml.safe_load_all(STAGES.read_text()) if d]
-    docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
-                 "metadata": {"name": "fleet-pod-log"},
-                 "spec": {"logs": [{"logsFile": str(POD_LOG)}]}})
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    path.write_text(yaml.safe_dump_all(member_kwok_docs(), sort_keys=False))
     return path
 
 

@@ -132,11 +132,17 @@ def kwokctl_config(binaries: Binaries, *, member: bool, ports: list[int],
          "extraArgs": [{"key": k, "value": v} for k, v in apiserver_args.items()]}, *patches]
     docs: list[object] = [config]
     if member:
-        docs.extend(d for d in yaml.safe_load_all(STAGES.read_text()) if d)
-        docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
-                     "metadata": {"name": "fleet-pod-log"},
-                     "spec": {"logs": [{"logsFile": str(POD_LOG)}]}})
+        docs.extend(member_kwok_docs())
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def member_kwok_docs() -> list[object]:
+    """What a member's kwok plays: the fleet's pod stages, and every pod's log."""
+    docs: list[object] = [d for d in yaml.safe_load_all(STAGES.read_text()) if d]
+    docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+                 "metadata": {"name": "fleet-pod-log"},
+                 "spec": {"logs": [{"logsFile": str(POD_LOG)}]}})
+    return docs
 
 
 class Kwokctl:
