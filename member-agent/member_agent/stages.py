@@ -1,7 +1,7 @@
 """The agent's steps of a job's way, timed where they happen: a Work dispatched (sent by the
-hub) -> applied to the member (hubsync) -> all its pods created (the job controller, as its
-creates return) -> all of them running (the job controller, at the reconcile the last pod's
-event queues), each observed in ``fleet_stage_seconds`` from the step before it.
+hub) -> applied to the member (hubsync) -> all its pods created -> all of them running (both
+seen as the agent computes the Work's status from its pods, every half second or on their
+change), each observed in ``fleet_stage_seconds`` from the step before it.
 
 The first step spans two processes: it is timed from the Work's dispatched-at annotation (the
 hub's clock, to the microsecond; hosts whose clocks differ add their offset), else from its
@@ -53,8 +53,8 @@ class StageClock:
                 self._reached.popitem(last=False)
 
     def progress(self, work: str, phases: Sequence[str], expected: int) -> None:
-        """A Work's job's pods as its controller sees them (their phases, pods being deleted
-        left out): every one created, then every one running."""
+        """The phases of a Work's job's pods as the agent reports them: every one created,
+        then every one running."""
         with self._lock:
             reached = self._reached.get(work)
             if reached is None or len(phases) < expected:

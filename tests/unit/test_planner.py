@@ -18,6 +18,7 @@ from planner.intents import (
     Wait,
     WorkRemoval,
 )
+from planner.plan import Plan
 from planner.view import (
     FailoverSettings,
     JobView,
@@ -242,15 +243,15 @@ def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() ->
         "PyTorchJob/team-b/b1"]
 
 
-def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass() -> None:
-    """Team b borrows three 8-GPU nodes of a 24-GPU fleet. Team a's first job (priority 5)
-    takes its guarantee back by reclaiming b's youngest job; its second (priority 3), within
-    the guarantee too and fitting quota once that one is released, finds no node and plans
-    a priority preemption: the reclaimed job, already leaving, must not be named again."""
-    root = QuotaNode("root", {GPU: 24}, {GPU: 24}, children=(
-        QuotaNode("a", {GPU: 16}, {GPU: 24}, ("team-a",)),
-        QuotaNode("b", {GPU: 8}, {GPU: 24}, ("team-b",))))
-    node = Resources.of({GPU: 8})
+EIGHT_GPUS = Resources.of({GPU: 8})
+
+
+def _team_b_borrowing(fleet_gpus: int) -> PassView:
+    """A fleet of three 8-GPU nodes, each held by one of team b's jobs (b is guaranteed 8
+    GPUs, a 16), with no job of team a yet."""
+    root = QuotaNode("root", {GPU: fleet_gpus}, {GPU: fleet_gpus}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: fleet_gpus}, ("team-a",)),
+        QuotaNode("b", {GPU: 8}, {GPU: fleet_gpus}, ("team-b",))))
     full = (ClusterView("c", True, node_groups=tuple(
         NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
     holdings, victims = [], []
@@ -259,22 +260,35 @@ def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass(
         job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
         holdings.append(Holding(job, f"t-admitted-{i}"))
         victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
-                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
+                               (Pod("c", f"n{i}", EIGHT_GPUS),), dict(job.charge), "root/b"))
+    return replace(_preempting(clusters=full, preemption=PreemptionView(tuple(victims))),
+                   quota=QuotaView(root, tuple(holdings)))
 
-    def queued(name: str, priority: int) -> JobView:
-        key = f"PyTorchJob/team-a/{name}"
-        demand = JobDemand(key, (Role("Worker", 1, node),))
-        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
-                       policy=replace(POLICY, queues=True),
-                       quota=Job(key, "team-a", {GPU: 8}, priority, f"t-{name}"),
-                       priority=priority)
 
-    pass_view = replace(_preempting(queued("j5", 5), queued("j3", 3), clusters=full,
-                                    preemption=PreemptionView(tuple(victims))),
-                        quota=QuotaView(root, tuple(holdings)))
-    plan = plan_pass(pass_view)
+def _team_a_job(name: str, priority: int, nodes: int = 1) -> JobView:
+    key = f"PyTorchJob/team-a/{name}"
+    demand = JobDemand(key, (Role("Worker", nodes, EIGHT_GPUS),))
+    return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                   policy=replace(POLICY, queues=True),
+                   quota=Job(key, "team-a", {GPU: 8 * nodes}, priority, f"t-{name}"),
+                   priority=priority)
+
+
+def _evicted(plan: Plan) -> tuple[list[str], list[str]]:
+    """The jobs a plan reclaims quota from, and those it preempts by priority."""
     reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
     preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
+    return reclaimed, preempted
+
+
+def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass() -> None:
+    """Team b borrows three 8-GPU nodes of a 24-GPU fleet. Team a's first job (priority 5)
+    takes its guarantee back by reclaiming b's youngest job; its second (priority 3), within
+    the guarantee too and fitting quota once that one is released, finds no node and plans
+    a priority preemption: the reclaimed job, already leaving, must not be named again."""
+    view = _team_b_borrowing(24)
+    reclaimed, preempted = _evicted(plan_pass(replace(
+        view, jobs=(_team_a_job("j5", 5), _team_a_job("j3", 3)))))
     assert reclaimed == ["PyTorchJob/team-b/v2"]
     assert preempted  # the second job still plans, with another victim
     assert not set(reclaimed) & set(preempted)
@@ -284,34 +298,9 @@ def test_a_priority_victim_of_a_pass_is_never_also_reclaimed_later_in_that_pass(
     """The other order: team a's first job (priority 5, fitting quota but no node) preempts
     b's youngest job; its second (two nodes' worth, within its guarantee, blocked at the
     root) reclaims quota from b: it must take another of b's jobs, not the one leaving."""
-    root = QuotaNode("root", {GPU: 32}, {GPU: 32}, children=(
-        QuotaNode("a", {GPU: 16}, {GPU: 32}, ("team-a",)),
-        QuotaNode("b", {GPU: 8}, {GPU: 32}, ("team-b",))))
-    node = Resources.of({GPU: 8})
-    full = (ClusterView("c", True, node_groups=tuple(
-        NodeGroup(1, Resources.of({GPU: 0}), nodes=(f"n{i}",)) for i in range(3))),)
-    holdings, victims = [], []
-    for i in range(3):
-        key = f"PyTorchJob/team-b/v{i}"
-        job = Job(key, "team-b", {GPU: 8}, 0, f"t-v{i}")
-        holdings.append(Holding(job, f"t-admitted-{i}"))
-        victims.append(Running(key, "team-b", 0, f"t-admitted-{i}",
-                               (Pod("c", f"n{i}", node),), dict(job.charge), "root/b"))
-
-    def queued(name: str, priority: int, replicas: int) -> JobView:
-        key = f"PyTorchJob/team-a/{name}"
-        demand = JobDemand(key, (Role("Worker", replicas, node),))
-        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
-                       policy=replace(POLICY, queues=True),
-                       quota=Job(key, "team-a", {GPU: 8 * replicas}, priority, f"t-{name}"),
-                       priority=priority)
-
-    pass_view = replace(_preempting(queued("j5", 5, 1), queued("j3", 3, 2), clusters=full,
-                                    preemption=PreemptionView(tuple(victims))),
-                        quota=QuotaView(root, tuple(holdings)))
-    plan = plan_pass(pass_view)
-    preempted = [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
-    reclaimed = [i.job for i in plan.intents if isinstance(i, Requeue)]
+    view = _team_b_borrowing(32)
+    reclaimed, preempted = _evicted(plan_pass(replace(
+        view, jobs=(_team_a_job("j5", 5), _team_a_job("j3", 3, nodes=2)))))
     assert preempted == ["PyTorchJob/team-b/v2"]
     assert reclaimed  # the second job still takes its guarantee back
     assert not set(reclaimed) & set(preempted)
