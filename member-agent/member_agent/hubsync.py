@@ -279,8 +279,13 @@ class HubSync:
                 self.works.pop(name, None)
                 self.reported.pop(name, None)
                 self.applied.pop(name, None)
-                # A Work of the same name made later (a re-placement) starts healthy.
+                # A Work of the same name made later (the job placed there again) starts
+                # afresh: healthy, its pods not bound (an old boundTime would tell the hub
+                # that this member's report counts the new share), its reservation's clock
+                # at zero.
                 self.unhealthy_since.pop(name, None)
+                self.bound_at.pop(name, None)
+                self.first_seen.pop(name, None)
                 purged = name in self.purged
                 self.purged.discard(name)
             self.state.changed.set()  # any reservation it held ends
@@ -451,13 +456,14 @@ class HubSync:
             except errors.Conflict:
                 continue  # replaced meanwhile
 
-    def held(self, pods: list[Body]) -> list[Reservation]:
+    def held(self, pods: list[Body], room: Mapping[str, Mapping[str, int]]
+             ) -> list[Reservation]:
         """What this member holds for its Works' unbound pods (see ``reservations``)."""
         with self.lock:
             works = list(self.works.values())
             seen = dict(self.first_seen)
             bound = set(self.bound_at)
-        return reservations(works, pods, seen, time.monotonic(), bound=bound)
+        return reservations(works, pods, room, seen, time.monotonic(), bound=bound)
 
     def _used_by_others(self, name: str) -> set[tuple[str, str, str]]:
         with self.lock:

@@ -30,7 +30,7 @@ from fleet.api.protocol import (
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.capacity import grouped, totals, wire
+from member_agent.capacity import grouped, node_free, totals, wire
 from member_agent.election import identity
 from member_agent.reservations import Reservation, held_on_nodes
 from member_agent.state import MemberState
@@ -49,11 +49,12 @@ FIELD_MANAGER = "fleet-agent"
 class Reporter:
     def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
                  interval: float = 2.0, min_gap: float = 1.0, refresh: float = 30.0,
-                 held: Callable[[list[Body]], list[Reservation]] | None = None,
+                 held: Callable[[list[Body], dict[str, dict[str, int]]], list[Reservation]]
+                 | None = None,
                  topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state
         self.topology_levels = topology_levels
-        self.held = held or (lambda pods: [])
+        self.held = held or (lambda pods, room: [])
         self.interval, self.min_gap, self.refresh = interval, min_gap, refresh
         self.version = ""
         self.last_ok = time.monotonic()
@@ -106,7 +107,8 @@ class Reporter:
         # counted here, which holds only if nothing bound after the stamp is missing from it.
         observed = stamp(datetime.now(UTC))
         nodes, pods = self.state.snapshot()
-        held = self.held(pods)
+        room = {node: free for node, (_, free) in node_free(nodes, pods).items()}
+        held = self.held(pods, room)
         groups, levels = grouped(nodes, pods, reserved=held_on_nodes(held),
                                  topology_levels=self.topology_levels)
         allocatable, free = totals(groups)

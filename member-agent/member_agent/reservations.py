@@ -3,10 +3,15 @@
 The hub's node-aware division names the nodes each share was packed onto
 (``spec.placement.nodes``). Between the Work's arrival and its pods being bound, those nodes
 look free to anyone reading raw capacity; the agent therefore reports the share's unbound
-replicas as taken on the named nodes (and names the Works it holds for), so no other decision
-spends them. A reservation ends when every pod of the share has been bound once (``bound``
-names those Works; their pods then count as used, or are gone), when the Work goes, or after
-``timeout`` seconds (a share that cannot start must not hold nodes forever). In reservation
+replicas as taken (and names the Works it holds for), so no other decision spends them. The
+hub trusts such a report for the whole share, so each unbound replica is held where the
+member's scheduler can still put it: on the named node with the most room left after the pods
+already bound (which need not be where the hub packed them), else on any node with room. A
+replica held on a node its siblings already filled would leave another node looking free.
+
+A reservation ends when every pod of the share has been bound once (``bound`` names those
+Works; their pods then count as used, or are gone), when the Work goes, or after ``timeout``
+seconds (a share that cannot start must not hold nodes forever). In reservation
 mode (a Work with a phase) placeholder pods carry the job's uid, so they count as bound here:
 what they hold is reported as used pods, not again as reserved.
 
@@ -43,8 +48,12 @@ def share_replicas(work: Mapping[str, Any]) -> list[dict[str, int]]:
 
 
 def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
-                 first_seen: Mapping[str, float], now: float, timeout: float = 120.0,
+                 room: Mapping[str, Mapping[str, int]], first_seen: Mapping[str, float],
+                 now: float, timeout: float = 120.0,
                  bound: Set[str] = frozenset()) -> list[Reservation]:
+    """What each Work holds for its unbound replicas; ``room`` is each schedulable node's
+    free amounts after every bound pod (``capacity.node_free``)."""
+    left = {node: dict(amounts) for node, amounts in room.items()}
     bound_by_job: dict[str, int] = {}
     for pod in pods:
         uid = (pod["metadata"].get("labels") or {}).get(JOB_UID)
@@ -67,12 +76,29 @@ def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
                 out.append(Reservation(name, nodes, {}))
             continue
         held: dict[str, dict[str, int]] = {}
-        for index, request in enumerate(unbound):  # spread over the named nodes in turn
-            node = held.setdefault(nodes[index % len(nodes)], {})
+        for request in unbound:
+            where = _place(request, nodes, left)
+            node, free = held.setdefault(where, {}), left.setdefault(where, {})
             for resource, amount in request.items():
                 node[resource] = node.get(resource, 0) + amount
+                free[resource] = free.get(resource, 0) - amount
         out.append(Reservation(name, nodes, held))
     return out
+
+
+def _place(request: Mapping[str, int], named: Sequence[str],
+           left: Mapping[str, Mapping[str, int]]) -> str:
+    """Where the member's scheduler can still put a replica asking ``request``: the named
+    node with the most room for it, else any node with room, else (nothing fits: it waits
+    for room) the named node with the most."""
+    def headroom(node: str) -> float:
+        free = left.get(node, {})
+        return min(((free.get(k, 0) - v) / v for k, v in request.items() if v > 0),
+                   default=0.0)
+    candidates = [n for n in named if n in left]
+    fitting = [n for n in candidates if headroom(n) >= 0] or \
+        [n for n in sorted(left) if headroom(n) >= 0] or candidates or list(named)
+    return max(fitting, key=headroom)  # the first of equals: named order, then by name
 
 
 def held_on_nodes(held: Sequence[Reservation]) -> dict[str, dict[str, int]]:

@@ -40,7 +40,7 @@ def reporter(held: list[Reservation]) -> tuple[Reporter, Recorder]:
                                "conditions": [{"type": "Ready", "status": "True"}]}}, False)
     state.synced.set()
     hub = Recorder()
-    return Reporter(hub, Recorder(), "m", state, min_gap=0, held=lambda pods: held), hub  # type: ignore[arg-type]
+    return Reporter(hub, Recorder(), "m", state, min_gap=0, held=lambda pods, room: held), hub  # type: ignore[arg-type]
 
 
 def test_status_goes_on_change_only_and_never_with_empty_fields() -> None:
@@ -55,7 +55,7 @@ def test_status_goes_on_change_only_and_never_with_empty_fields() -> None:
     assert "reserved" not in status["capacity"]
     report.dirty = True
     report.sent_at = 0.0  # as if the minimum gap had passed
-    report.held = lambda pods: [Reservation("w", ("n1",), {"n1": {"nvidia.com/gpu": 1}})]
+    report.held = lambda pods, room: [Reservation("w", ("n1",), {"n1": {"nvidia.com/gpu": 1}})]
     report.report()
     capacity = hub.applied[-1][1]["status"]["capacity"]
     assert capacity["reservedFor"] == ["w"]
