@@ -37,7 +37,8 @@ def share_requests(work: Mapping[str, Any]) -> list[Resources]:
 
 def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
     """Per cluster, the live Works whose pods the member's last capacity report does not yet
-    count (not bound when it was taken, and not among the Works it reserves nodes for)."""
+    count: not bound when it was taken, and not among the Works it reserves nodes for, or
+    resized since (what it reserved, or saw bound, was the old share)."""
     observed: dict[str, datetime | None] = {}
     held: set[tuple[str, str]] = set()  # (cluster, Work) the member's report holds nodes for
     for body in snap.clusters.values():
@@ -50,14 +51,15 @@ def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
                 "deletionTimestamp"):
             continue
         cluster = work["spec"]["placement"]["cluster"]
-        if (cluster, work["metadata"]["name"]) in held:
-            continue
         bound, seen = parse_time(protocol.bound_time(work)), observed.get(cluster)
         resized = parse_time((work["metadata"].get("annotations") or {}).get(
             protocol.RESIZED_AT))
-        if bound is not None and seen is not None and seen >= bound and (
-                resized is None or bound >= resized):  # a resized share: bound again since
-            continue
+        if resized is None or (seen is not None and seen >= resized):
+            if (cluster, work["metadata"]["name"]) in held:
+                continue
+            if bound is not None and seen is not None and seen >= bound and (
+                    resized is None or bound >= resized):  # a resized share: bound again
+                continue
         out.setdefault(cluster, []).append(work)
     return out
 

@@ -84,6 +84,22 @@ def test_a_reserved_work_is_not_assumed_twice() -> None:
     assert [w["metadata"]["name"] for w in unreported_works(cache.snapshot())["a"]] == ["w2"]
 
 
+def test_a_work_resized_after_the_report_is_assumed_whole() -> None:
+    # The report reserved (or saw bound) the share before the hub grew it: the grown share
+    # is not in it, so the whole share is assumed until a report taken after the resize.
+    cache = Cache()
+    cache.upsert("clusters", member("a", reserved=("w1",)))
+    grown = work(1, "a", 8, 3, bound="2026-11-21T11:59:00.000000Z")
+    grown["metadata"]["annotations"] = {"fleet.sh/resized-at": "2026-11-21T12:00:01.000000Z"}
+    cache.upsert("works", grown)
+    cache.upsert("works", work(2, "a", 8, 1, bound="2026-11-21T11:59:00.000000Z"))
+    assert [w["metadata"]["name"] for w in unreported_works(cache.snapshot())["a"]] == ["w1"]
+    later = member("a", reserved=("w1",))
+    later["status"]["capacity"]["observedTime"] = "2026-11-21T12:00:02.000000Z"
+    cache.upsert("clusters", later)
+    assert unreported_works(cache.snapshot()) == {}
+
+
 def test_inflight_requests_come_off_last() -> None:
     cache = Cache()
     cache.upsert("clusters", member("a"))
