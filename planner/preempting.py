@@ -26,9 +26,9 @@ from quota.tree import leaves_by_namespace
 def may_plan(jobs: Iterable[JobView], floor: int, retry_at: Mapping[str, float],
              now: float) -> bool:
     """Whether some waiting job may plan a preemption this pass (above the lowest priority,
-    not itself preempted, not told a moment ago that there is no plan): only then does the
-    view need the running jobs, which cost a walk over every job to build."""
-    return any(j.stage is Stage.WAITING and j.priority > floor and not j.preempted_by
+    not told a moment ago that there is no plan): only then does the view need the running
+    jobs, which cost a walk over every job to build."""
+    return any(j.stage is Stage.WAITING and j.priority > floor
                and retry_at.get(j.uid, 0.0) <= now for j in jobs)
 
 
@@ -89,8 +89,8 @@ class PreemptionPass:
             return [], Wait(job.key, "Preempting", hold.message)
         self.holds.pop(job.uid, None)
         if self.decided or self.plans >= p.plans_per_pass or job.priority <= p.floor or \
-                job.preempted_by or self.retry_at.get(job.uid, 0.0) > self.now:
-            return [], None  # nobody below it, no cascades, or no plan a moment ago
+                self.retry_at.get(job.uid, 0.0) > self.now:
+            return [], None  # nobody below it, one preemption a pass, or no plan a moment ago
         if admission is not None and job.quota is not None:
             verdict = admission.check(job.quota)
             if not verdict.fits and not verdict.blockers:

@@ -62,7 +62,7 @@ class Preemptor:
     rules: PlacementRules
     charge: Amounts = field(default_factory=dict)  # its quota charge (request and one job)
     leaf: str | None = None  # its quota leaf; None: no quota tree covers its namespace
-    preempted: bool = False  # itself preempted and not yet running again: never preempts
+    preempted: bool = False  # itself preempted, not yet running again: takes opportunistic only
 
 
 @dataclass(frozen=True)

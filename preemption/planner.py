@@ -11,7 +11,13 @@ running jobs of the fleet and the quota tree, :func:`plan` says one of three thi
   are first asked to give back replicas down to their min; when that is enough, nobody is
   evicted, and each shrunk job gives back as few replicas as the preemptor needs;
 - **NoPlan**: with every victim it may take gone it would still not fit, or it may not
-  preempt at all (an opportunistic job, or one itself just preempted: no cascades).
+  preempt at all (an opportunistic job).
+
+No cascades: a job itself preempted, until it runs again, takes only opportunistic jobs (they
+run on idle capacity and preempt nobody, so the chain ends there). Taking nothing at all left
+such a job waiting for a whole node that idle-capacity jobs kept refilling, and a Priority
+queue that had blocked for it (its starvation bound) waiting with it: on the trace, a tenant's
+p99 five times as long with preemption as without.
 
 Who may be a victim of a job of priority ``p`` (always strictly lower than ``p``):
 opportunistic jobs anywhere; jobs of the same quota leaf (a tenant orders its own work);
@@ -53,14 +59,14 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
                         decision=decision)
     if is_opportunistic(preemptor.priority):
         return Plan(Outcome.NO_PLAN, "an opportunistic job preempts nobody")
-    if preemptor.preempted:
-        return Plan(Outcome.NO_PLAN, "it was preempted itself and preempts nobody until it "
-                                     "runs again")
     useful = _useful(preemptor, clusters, limits, quota_ok)
     candidates = sorted((r for r in running if may_preempt(preemptor, r, limits)
-                         and useful(r)), key=victim_order)
+                         and useful(r) and (is_opportunistic(r.priority)
+                                            or not preemptor.preempted)), key=victim_order)
     if not candidates:
-        return Plan(Outcome.NO_PLAN, "no lower-priority job it may preempt")
+        return Plan(Outcome.NO_PLAN, "it was preempted itself: until it runs again it "
+                                     "preempts only opportunistic jobs, and none is in its way"
+                    if preemptor.preempted else "no lower-priority job it may preempt")
     shrinking = _shrink(preemptor, candidates, clusters, limits, useful)
     if shrinking is not None:
         return shrinking

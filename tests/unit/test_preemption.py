@@ -169,11 +169,19 @@ def test_a_job_outside_every_tree_never_takes_a_tenants_quotad_job() -> None:
     assert decided.outcome is Outcome.NO_PLAN
 
 
-def test_a_preempted_job_preempts_nobody_no_cascades() -> None:
-    jobs = [running("test", 0, ("m1", "n1", 4))]
+def test_a_preempted_job_takes_only_opportunistic_jobs_no_cascades() -> None:
+    guaranteed = [running("test", 0, ("m1", "n1", 4))]
+    decided = plan(preemptor(50, 1, 4, preempted=True), guaranteed, fleet(m1={"n1": 0}),
+                   limits_for(tree(8, 8, 0, 8, 8), guaranteed))
+    assert decided.outcome is Outcome.NO_PLAN
+    assert "only opportunistic" in decided.reason
+    # On idle capacity the chain ends: an opportunistic job preempts nobody.
+    idle = running("idle", -1, ("m1", "n1", 4), namespace="x", leaf=None)
+    jobs = [*guaranteed, idle]
     decided = plan(preemptor(50, 1, 4, preempted=True), jobs, fleet(m1={"n1": 0}),
                    limits_for(tree(8, 8, 0, 8, 8), jobs))
-    assert decided.outcome is Outcome.NO_PLAN
+    assert decided.outcome is Outcome.PREEMPT
+    assert decided.victims == (idle,)
 
 
 def test_a_gang_split_across_clusters_frees_nodes_in_each() -> None:
