@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from planner.elastic import shrunk_shares
 from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
@@ -20,6 +21,7 @@ from preemption.quota_limits import quota_limits
 from propagation.division import with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass
+from quota.priority import is_opportunistic
 from quota.tree import leaves_by_namespace
 
 
@@ -55,6 +57,11 @@ class PreemptionPass:
                    {uid: h for uid, h in p.holds.items() if uid in uids},
                    {uid: t for uid, t in p.retry_at.items() if uid in uids})
 
+    @cached_property
+    def opportunistic_running(self) -> bool:
+        """Whether an opportunistic job runs: all that a job itself preempted may take."""
+        return any(is_opportunistic(r.priority) for r in self.view.running)
+
     def first(self, job: JobView) -> bool:
         """A preemptor holding freed capacity decides first, so nobody else takes it."""
         return job.uid in self.holds
@@ -89,8 +96,10 @@ class PreemptionPass:
             return [], Wait(job.key, "Preempting", hold.message)
         self.holds.pop(job.uid, None)
         if self.decided or self.plans >= p.plans_per_pass or job.priority <= p.floor or \
-                self.retry_at.get(job.uid, 0.0) > self.now:
-            return [], None  # nobody below it, one preemption a pass, or no plan a moment ago
+                self.retry_at.get(job.uid, 0.0) > self.now or \
+                (job.preempted_by and not self.opportunistic_running):
+            return [], None  # nobody below it, one preemption a pass, no plan a moment ago, or
+            # preempted itself with no opportunistic job to take (it would spend a plan)
         if admission is not None and job.quota is not None:
             verdict = admission.check(job.quota)
             if not verdict.fits and not verdict.blockers:
