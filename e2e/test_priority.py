@@ -19,7 +19,7 @@ from e2e.conftest import eventually
 from e2e.jobs import delete_jobs, gang_namespace, hub_job, hub_state, member, seed_pytorchjob
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from fleet.api.protocol import PROPAGATED_LABEL
+from fleet.api.protocol import PROPAGATED_LABEL, REQUEUED_AT
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -153,7 +153,10 @@ def test_an_opportunistic_job_runs_on_idle_gpus_and_is_preempted_first(prio: Kub
     condition = eventually(lambda: preempted_condition(hub, oppo), timeout=90,
                            what="a Preempted condition on the opportunistic job")
     assert "PyTorchJob/prio/prod" in condition["message"]
-    assert hub_job(hub, oppo)["status"]["queue"]["reason"] in ("Preempted", "Unschedulable")
+    requeued = hub_job(hub, oppo)
+    assert requeued["status"]["queue"]["reason"] in ("Preempted", "Unschedulable")
+    # its queue's starvation count starts again from here, not from its creation
+    assert REQUEUED_AT in requeued["metadata"]["annotations"]
 
 
 def test_a_guaranteed_job_goes_where_capacity_is_free_instead_of_preempting(

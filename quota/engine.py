@@ -47,6 +47,9 @@ class Job:
     request: Amounts  # the whole gang: every replica of every role
     priority: int = 0
     created: str = ""  # RFC 3339; only compared, never parsed
+    # RFC 3339: when it began to wait again after it ran (preempted, reclaimed, failed over);
+    # jobs admitted while it ran did not pass it over (the starvation count starts here)
+    waiting_since: str = ""
 
     @cached_property
     def charge(self) -> dict[str, int]:
@@ -202,16 +205,18 @@ class AdmissionPass:
 
     def bypassed(self, job: Job, up_to: int | None = None) -> int:
         """How many jobs of the same queue, not ahead of ``job``, were admitted after it
-        was created: the starvation count, derived from what holds quota. With ``up_to``,
-        counting stops there (all a policy asks is whether the bound is reached)."""
+        was created (or, requeued, after it began to wait again): the starvation count,
+        derived from what holds quota. With ``up_to``, counting stops there (all a policy
+        asks is whether the bound is reached)."""
         leaf = self.leaf(job)
         if leaf is None:
             return 0
         ordered = self._in_order[leaf.key]  # holdings in admission order of their jobs
+        since = max(job.created, job.waiting_since)
         count = 0
         for _, holding in ordered[bisect.bisect_right(ordered, (order_key(job), 1 << 62),
                                                       key=_order_only):]:
-            if holding.admitted > job.created:
+            if holding.admitted > since:
                 count += 1
                 if count == up_to:
                     break

@@ -30,6 +30,9 @@ CLUSTERS = f"{GROUP}/clusters"  # the bound clusters, comma-separated (for peopl
 FINALIZER = f"{GROUP}/dispatch"  # held while the job has Works
 ADMITTED_AT = f"{GROUP}/admitted-at"  # admitted through a queue: it holds quota while bound
 REQUEUE = f"{GROUP}/requeue"  # going back to its queue (preempted, failed over): the reason
+# When a job that ran was sent back to its queue (until it is bound again): its queue's
+# starvation count starts there, not at its creation (quota.engine.Job.waiting_since).
+REQUEUED_AT = f"{GROUP}/requeued-at"
 FAILOVER_SINCE = f"{GROUP}/failover-since"
 # The clusters a job failed over from: its next placement avoids them (as Karmada's scheduler
 # avoids a cluster its binding is being evicted from); cleared by the next bind.
@@ -68,8 +71,8 @@ RESERVE_RETRY_AT = f"{GROUP}/reserve-retry-at"
 # hub completes after a restart too, unless the placement was committed already).
 RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
 # The annotations above that stay on the hub job: its member copies never carry them.
-HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, FAILOVER_SINCE, FAILOVER_AVOID,
-            PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT)
+HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, REQUEUED_AT, FAILOVER_SINCE,
+            FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.protocol import QUOTA_TREE_LABEL
+from fleet.api.protocol import QUOTA_TREE_LABEL, REQUEUED_AT
 from fleet.api.quantity import format_canonical
 from fleet.hub import dispatch
 from fleet.hub import works as w
@@ -89,7 +89,8 @@ def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int], demand: Job
                  ) -> Job:
     meta = job["metadata"]
     return Job(job_key(job), meta["namespace"], dict(demand.total), priority_of(job, classes),
-               meta.get("creationTimestamp", ""))
+               meta.get("creationTimestamp", ""),
+               (meta.get("annotations") or {}).get(REQUEUED_AT) or "")
 
 
 def holdings(snap: Snapshot, classes: Mapping[str, int],

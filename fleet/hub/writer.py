@@ -185,7 +185,11 @@ class Writer:
             case RemoveWorks():
                 self.remove_works(intent, ctx.works(job))
             case Unbind():
-                unbound = self.dispatcher.unbind(job, adapter)
+                # a job that ran (not a reservation rolled back before it could) starts its
+                # queue's starvation count again
+                again = {} if intent.reason.startswith(ROLLED_BACK) \
+                    else {p.REQUEUED_AT: now_text()}
+                unbound = self.dispatcher.unbind(job, adapter, again)
                 if unbound is not None:
                     self.cache.upsert("jobs", unbound)
                     preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
@@ -225,6 +229,7 @@ class Writer:
                 w.FAILOVER_SINCE: None,
                 w.FAILOVER_AVOID: None,
                 w.PREEMPTED_BY: None,
+                p.REQUEUED_AT: None,
                 w.RESIZED: el.resized_mark("Sized", bind.sized, now_text()) if bind.sized
                 else None,
                 p.RESERVED_PLACEMENT: "true" if bind.reserve else None,

@@ -306,6 +306,7 @@ class Simulation:
         pending[name] = run.gang
         admitted_at.pop(name, None)
         self.queued_since[name] = now
+        self.gangs.requeued_at[name] = now
         self.outcome.preempted += 1
         self.outcome.tenant_preempted[run.gang.tenant] += 1
 
@@ -316,6 +317,7 @@ class Simulation:
         nodes = self.place(index, gang, gang.replicas)
         admitted_at[gang.name] = bind.admitted_at
         self.gangs.preempted_by.pop(gang.name, None)
+        self.gangs.requeued_at.pop(gang.name, None)
         run = Running(gang, index, nodes, None)
         running[gang.name] = run
         if len(nodes) == gang.replicas:

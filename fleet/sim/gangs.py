@@ -34,6 +34,8 @@ class GangViews:
         self.opportunistic = frozenset(opportunistic)  # tenants whose gangs run at -1
         self.leaves = leaves  # namespace -> its quota leaf's key
         self.preempted_by: dict[str, str] = {}  # gang -> preemptor key, until bound again
+        self.requeued_at: dict[str, float] = {}  # gang -> when it last left its nodes, until
+        # bound again (the hub's fleet.sh/requeued-at)
         self.names: dict[str, str] = {}  # job key -> gang name
         self._jobs: dict[str, JobView] = {}
         self._victims: dict[str, tuple[int, Victim]] = {}  # gang -> (replicas placed, view)
@@ -63,7 +65,10 @@ class GangViews:
                            runtime=gang.duration if self.runtimes else None)
             self._jobs[gang.name] = view
             self.names[key] = gang.name
-        by = self.preempted_by.get(gang.name)
+        by, again = self.preempted_by.get(gang.name), self.requeued_at.get(gang.name)
+        if again is not None and view.quota is not None:
+            view = replace(view, quota=replace(view.quota,
+                                               waiting_since=self.time_text(again)))
         return replace(view, preempted_by=by) if by else view
 
     def quota(self, gang: Gang) -> Job:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.api.protocol import PROPAGATED_LABEL
+from fleet.api.protocol import HUB_ONLY, PROPAGATED_LABEL, REQUEUED_AT
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
@@ -124,7 +124,17 @@ def _demand(job: Mapping[str, Any]) -> JobDemand:
     return adapter_for(job["apiVersion"], job["kind"]).demand(q.job_key(job), job)
 
 
-def test_a_preempted_job_is_marked_so_and_preempts_nobody() -> None:
+def test_a_requeued_job_counts_its_starvation_from_when_it_began_to_wait_again() -> None:
+    job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
+    assert q.as_quota_job(job, {}, _demand(job)).waiting_since == ""
+    job["metadata"]["annotations"][REQUEUED_AT] = "2026-01-01T00:05:00Z"
+    quota_job = q.as_quota_job(job, {}, _demand(job))
+    assert (quota_job.created, quota_job.waiting_since) == ("2026-01-01T00:00:00Z",
+                                                            "2026-01-01T00:05:00Z")
+    assert REQUEUED_AT in HUB_ONLY  # never carried to a member's copy
+
+
+def test_a_preempted_job_is_marked_so() -> None:
     job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
     view = ViewBuilder().job_view(job, Cache().snapshot(), {}, [], {})
     assert view.preempted_by == "PyTorchJob/team/prod"  # the planner's Preemptor.preempted

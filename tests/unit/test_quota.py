@@ -139,6 +139,28 @@ def test_a_starving_job_blocks_its_queue_after_the_bound() -> None:
     assert "waits for PyTorchJob/team-a/big first" in verdict.reason
 
 
+def test_jobs_admitted_while_a_requeued_job_ran_did_not_pass_it_over() -> None:
+    # big ran until 00:01:30, then was preempted: the two admitted at 00:01:00 and 00:01:01
+    # took nothing from it, and its queue does not block behind it for them; one admitted
+    # after it began to wait again does count.
+    root, _ = two_teams()
+    big = Job("PyTorchJob/team-a/big", "team-a", {GPU: 8, "cpu": 1000}, 0,
+              "2026-01-01T00:00:00Z", waiting_since="2026-01-01T00:01:30Z")
+    passed = [Holding(job(f"s{i}", "team-a", created=f"2026-01-01T00:00:0{i + 1}Z"),
+                      f"2026-01-01T00:01:0{i}Z") for i in range(2)]
+    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
+    admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
+                              starvation_bound=2)
+    assert admission.bypassed(big) == 0
+    admission.wait(big)
+    assert admission.check(small).fits
+    later = Holding(job("s9", "team-a", created="2026-01-01T00:00:08Z"),
+                    "2026-01-01T00:02:00Z")
+    admission = AdmissionPass(root, [*passed, later], [big, small],
+                              {"root/a": QueuePolicy.PRIORITY}, starvation_bound=2)
+    assert admission.bypassed(big) == 1
+
+
 def test_queue_names_are_stable_paths() -> None:
     names = queue_names(p.path for p in walk(seed_tree()))
     assert names == {("root",): "root", ("root", "child-2"): "root-child-2"}
