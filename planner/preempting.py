@@ -96,10 +96,13 @@ class PreemptionPass:
             return [], Wait(job.key, "Preempting", hold.message)
         self.holds.pop(job.uid, None)
         if self.decided or self.plans >= p.plans_per_pass or job.priority <= p.floor or \
-                self.retry_at.get(job.uid, 0.0) > self.now or \
-                (job.preempted_by and not self.opportunistic_running):
-            return [], None  # nobody below it, one preemption a pass, no plan a moment ago, or
-            # preempted itself with no opportunistic job to take (it would spend a plan)
+                self.retry_at.get(job.uid, 0.0) > self.now:
+            return [], None  # nobody below it, one preemption a pass, or no plan a moment ago
+        if job.preempted_by and not self.opportunistic_running:
+            # preempted itself, and nothing it could take runs: no plan, and no walk over the
+            # running jobs for it on every pass (may_plan) until the retry time
+            self.retry_at[job.uid] = self.now + p.retry_seconds
+            return [], None
         if admission is not None and job.quota is not None:
             verdict = admission.check(job.quota)
             if not verdict.fits and not verdict.blockers:

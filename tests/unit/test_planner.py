@@ -214,6 +214,7 @@ def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preem
     preempted = plan_pass(_preempting(replace(high, preempted_by="PyTorchJob/ns/x"),
                                       clusters=full, preemption=PreemptionView((victim,))))
     assert not [i for i in preempted.intents if isinstance(i, Preempt)]  # no cascades
+    assert preempted.retry_at == {"high": NOW + 5}  # no walk over the running jobs meanwhile
 
 
 def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() -> None:
