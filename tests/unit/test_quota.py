@@ -123,12 +123,17 @@ def test_block_policy_keeps_strict_order_and_priority_policy_lets_small_jobs_pas
         assert admission.check(small).fits is small_goes
 
 
+def admitted_at_one_minute() -> list[Holding]:
+    """Two jobs of team-a created after 00:00:00, admitted at 00:01:00 and 00:01:01."""
+    return [Holding(job(f"s{i}", "team-a", created=f"2026-01-01T00:00:0{i + 1}Z"),
+                    f"2026-01-01T00:01:0{i}Z") for i in range(2)]
+
+
 def test_a_starving_job_blocks_its_queue_after_the_bound() -> None:
     root, _ = two_teams()
     big = job("big", "team-a", gpus=8, created="2026-01-01T00:00:00Z")
-    passed = [Holding(job(f"s{i}", "team-a", created=f"2026-01-01T00:00:0{i + 1}Z"),
-                      f"2026-01-01T00:01:0{i}Z") for i in range(2)]
-    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
+    passed, small = admitted_at_one_minute(), job("small", "team-a",
+                                                 created="2026-01-01T00:00:09Z")
     admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
                               starvation_bound=2)
     assert admission.bypassed(big) == 2
@@ -146,9 +151,8 @@ def test_jobs_admitted_while_a_requeued_job_ran_did_not_pass_it_over() -> None:
     root, _ = two_teams()
     big = Job("PyTorchJob/team-a/big", "team-a", {GPU: 8, "cpu": 1000}, 0,
               "2026-01-01T00:00:00Z", waiting_since="2026-01-01T00:01:30Z")
-    passed = [Holding(job(f"s{i}", "team-a", created=f"2026-01-01T00:00:0{i + 1}Z"),
-                      f"2026-01-01T00:01:0{i}Z") for i in range(2)]
-    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
+    passed, small = admitted_at_one_minute(), job("small", "team-a",
+                                                 created="2026-01-01T00:00:09Z")
     admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
                               starvation_bound=2)
     assert admission.bypassed(big) == 0
