@@ -393,18 +393,7 @@ class LocalFleet:
         if kept:
             self.say(f"keeping the running kind clusters {', '.join(kept)}")
         new = [name for name in self.clusters if name not in kept]
-        self.say(f"creating {len(new)} kind clusters in parallel (node image {node_image.name})")
-        creating = {name: kind.start_create(
-                        name, kindfleet.cluster_config(node_image.name, member=name != HUB),
-                        self.workdir / "logs" / f"kind-{name}.log")
-                    for name in new}
-        for name, process in creating.items():
-            if process.wait(timeout=600) != 0:
-                log = (self.workdir / "logs" / f"kind-{name}.log").read_text()
-                raise RuntimeError(f"creating kind cluster {name} failed:\n{log[-3000:]}\n"
-                                   f"(see: {kind.logs_hint(name)})")
-            kind.set_pod_subnet(name, subnets[name])
-            self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
+        self.create_kind_clusters(kind, new, node_image.name, subnets, started)
         kind.route_pods(subnets)
         for name in self.clusters:
             self.kubeconfig(name).write_text(kind.kubeconfig(name))
@@ -433,6 +422,25 @@ class LocalFleet:
             self.deploy_pods()
         self.say(f"fleet is up on kind in {time.monotonic() - started:.1f}s: "
                  f"hub + {len(self.members)} members; kubeconfigs in {self.workdir}")
+
+    def create_kind_clusters(self, kind: kindfleet.Kind, names: Sequence[str], image: str,
+                             subnets: dict[str, str], started: float) -> None:
+        """Create ``names`` as kind clusters side by side, each with its pod subnet."""
+        self.say(f"creating {len(names)} kind clusters in parallel (node image {image})")
+        creating: dict[str, subprocess.Popen[bytes]] = {}
+        for name in names:
+            creating[name] = kind.start_create(
+                name, kindfleet.cluster_config(image, member=name != HUB),
+                self.workdir / "logs" / f"kind-{name}.log")
+            if len(creating) == 1:  # the first makes kind's network; the others use it
+                kind.await_network(creating[name])
+        for name, process in creating.items():
+            if process.wait(timeout=600) != 0:
+                log = (self.workdir / "logs" / f"kind-{name}.log").read_text()
+                raise RuntimeError(f"creating kind cluster {name} failed:\n{log[-3000:]}\n"
+                                   f"(see: {kind.logs_hint(name)})")
+            kind.set_pod_subnet(name, subnets[name])
+            self.say(f"{name}: kind cluster created ({time.monotonic() - started:.1f}s)")
 
     def kind_pod_subnets(self) -> dict[str, str]:
         return {name: kindnode.node_pod_subnet(index) for index, name in enumerate(self.clusters)}

@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
         show_status(fleet)
         return 0
-    fleet.up()
+    try:
+        fleet.up()
+    except RuntimeError as error:  # what failed and the log lines that say why; no traceback
+        print(f"fleet {args.command}: {error}", file=sys.stderr)
+        return 1
     if args.command == "demo":
         ok = run_demo(fleet)
         progress(f"demo {'succeeded' if ok else 'FAILED'} in {time.monotonic() - started:.1f}s "

@@ -22,6 +22,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,18 @@ class Kind:
              "--config", str(path), "--kubeconfig", str(self.workdir / f"{name}.kind-kubeconfig"),
              "--retain", "--wait", "0s"],
             env=self.env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+    def await_network(self, creating: subprocess.Popen[bytes], timeout: float = 120) -> None:
+        """Wait until the first ``kind create cluster`` has made kind's podman network (or
+        ended): clusters created side by side on a machine without it each try to make it,
+        and all but one fail with "network name kind already used"."""
+        name = self.env.get("KIND_EXPERIMENTAL_PODMAN_NETWORK", "kind")
+        deadline = time.monotonic() + timeout
+        while creating.poll() is None and time.monotonic() < deadline:
+            if subprocess.run(["podman", "network", "exists", name], env=self.env,
+                              check=False, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.5)
 
     def clusters(self) -> list[str]:
         return self.run("get", "clusters").split()
