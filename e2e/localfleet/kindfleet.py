@@ -111,9 +111,13 @@ class Kind:
         if int(limit.read_text()) < INOTIFY_INSTANCES:
             limit.write_text(str(INOTIFY_INSTANCES))
 
+    def exists(self, kind: str, name: str) -> bool:
+        """Whether podman has the ``kind`` (image, network, ...) called ``name``."""
+        return subprocess.run(["podman", kind, "exists", name], env=self.env, check=False,
+                              capture_output=True).returncode == 0
+
     def ensure_image(self, image: images.Image) -> None:
-        if subprocess.run(["podman", "image", "exists", image.name], env=self.env,
-                          check=False).returncode != 0:
+        if not self.exists("image", image.name):
             self.podman("load", "-i", str(image.archive))
 
     def start_create(self, name: str, config: dict[str, Any], log: Path) -> subprocess.Popen[bytes]:
@@ -132,8 +136,7 @@ class Kind:
         name = self.env.get("KIND_EXPERIMENTAL_PODMAN_NETWORK", "kind")
         deadline = time.monotonic() + timeout
         while creating.poll() is None and time.monotonic() < deadline:
-            if subprocess.run(["podman", "network", "exists", name], env=self.env,
-                              check=False, capture_output=True).returncode == 0:
+            if self.exists("network", name):
                 return
             time.sleep(0.5)
 

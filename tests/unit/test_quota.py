@@ -132,8 +132,8 @@ def admitted_at_one_minute() -> list[Holding]:
 def test_a_starving_job_blocks_its_queue_after_the_bound() -> None:
     root, _ = two_teams()
     big = job("big", "team-a", gpus=8, created="2026-01-01T00:00:00Z")
-    passed, small = admitted_at_one_minute(), job("small", "team-a",
-                                                 created="2026-01-01T00:00:09Z")
+    passed = admitted_at_one_minute()
+    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
     admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
                               starvation_bound=2)
     assert admission.bypassed(big) == 2
@@ -151,8 +151,8 @@ def test_jobs_admitted_while_a_requeued_job_ran_did_not_pass_it_over() -> None:
     root, _ = two_teams()
     big = Job("PyTorchJob/team-a/big", "team-a", {GPU: 8, "cpu": 1000}, 0,
               "2026-01-01T00:00:00Z", waiting_since="2026-01-01T00:01:30Z")
-    passed, small = admitted_at_one_minute(), job("small", "team-a",
-                                                 created="2026-01-01T00:00:09Z")
+    passed = admitted_at_one_minute()
+    small = job("small", "team-a", created="2026-01-01T00:00:09Z")
     admission = AdmissionPass(root, passed, [big, small], {"root/a": QueuePolicy.PRIORITY},
                               starvation_bound=2)
     assert admission.bypassed(big) == 0
