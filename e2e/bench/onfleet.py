@@ -310,13 +310,13 @@ class PodTimes:
                 self.running.setdefault(job, now)
 
 
-def watch_pods(member: Kube, times: PodTimes, stop: threading.Event) -> None:
-    """Follow the pods of namespace ``latency`` (a watch, not polling: listing every pod
-    every 100 ms costs the machine a core)."""
-    version = member.list(r.PODS, "latency", limit=1)[1]
+def watch_pods(member: Kube, namespace: str, times: PodTimes, stop: threading.Event) -> None:
+    """Follow the pods of ``namespace`` (a watch, not polling: listing every pod every
+    100 ms costs the machine a core)."""
+    version = member.list(r.PODS, namespace, limit=1)[1]
     while not stop.is_set():
         try:
-            for kind, pod in member.watch(r.PODS, "latency", resource_version=version,
+            for kind, pod in member.watch(r.PODS, namespace, resource_version=version,
                                           timeout_seconds=5):
                 version = pod["metadata"].get("resourceVersion", version)
                 if kind != "BOOKMARK":
@@ -332,12 +332,108 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def latency(fleet: LocalFleet, hub: Kube, count: int = 100, rate: float = 20.0) -> list[Result]:
-    """Hub create -> every pod Running on its member, at a steady ``rate`` jobs/s; where the
-    time goes, per stage, from the processes' own stage histograms; what every process of
-    the fleet spent per job."""
+@dataclass(frozen=True)
+class Run:
+    """One timed stream of job creates: create -> every pod Running, per job, and what every
+    process of the fleet spent meanwhile."""
+
+    samples: list[float]
+    missing: int
+    times: PodTimes
+    cpu: dict[str, float]
+
+    def quantile(self, q: float) -> float:
+        return percentile(self.samples, q)
+
+    @property
+    def note(self) -> str:
+        return "watching member pods" + (f"; {self.missing} jobs not Running within 60 s"
+                                         if self.missing else "")
+
+    def cpu_per_job(self) -> float:
+        return sum(self.cpu.values()) / max(1, len(self.samples) + self.missing)
+
+
+def timed_creates(fleet: LocalFleet, create: Kube, namespace: str, prefix: str, count: int,
+                  rate: float) -> Run:
+    """Create ``count`` small PyTorchJobs in ``namespace`` through ``create`` (the hub, or a
+    member directly) at a steady ``rate``; wait until every one's pods run on some member."""
+    times = PodTimes()
+    stop = threading.Event()
+    watchers = [threading.Thread(target=watch_pods, args=(fleet.client(m), namespace, times,
+                                                          stop), daemon=True)
+                for m in MEMBERS]
+    for watcher in watchers:
+        watcher.start()
+    time.sleep(1)  # the watches are open before the first create
+    created: dict[str, float] = {}
+    cpu_before = cpu_seconds(fleet)
+    start = time.monotonic()
+    for i in range(count):
+        time.sleep(max(0.0, start + i / rate - time.monotonic()))
+        name = f"{prefix}-{i}"
+        created[name] = time.monotonic()
+        create.create(r.PYTORCHJOBS, small_job(name, namespace))
+    end = time.monotonic() + 60
+    while len(times.running) < count and time.monotonic() < end:
+        time.sleep(0.2)
+    stop.set()
+    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_seconds(fleet).items()}
+    samples = [times.running[n] - created[n] for n in times.running if n in created]
+    return Run(samples, count - len(samples), times, cpu)
+
+
+@dataclass(frozen=True)
+class HubWrites:
+    """The hub's job-caused writes per job over a run of creates, until the jobs run."""
+
+    by_resource: dict[str, float]
+    reports: float  # the agents' Work status reports, per job
+
+    def result(self, name: str) -> Result:
+        return Result(name, sum(self.by_resource.values()), "writes", "",
+                      note="the hub's writes to the jobs, their status, Works and events, "
+                           "real agents: " + ", ".join(
+                               f"{k} {v:.2f}" for k, v in sorted(self.by_resource.items())
+                               if v > 0) + "; besides them, the agents' Work status reports "
+                           f"{self.reports:.2f}")
+
+
+def hub_writes(hub: Kube, before: dict[str, float], jobs: int) -> HubWrites:
+    """Once they settle: the bench's own creates and the agents' reports are not the hub's."""
+    spent = {k: (v - before.get(k, 0.0)) / jobs for k, v in settled_writes(hub).items()
+             if k in JOB_WRITES}
+    spent["pytorchjobs"] = spent.get("pytorchjobs", 0.0) - 1.0
+    reports = spent.pop("works/status", 0.0)
+    return HubWrites(spent, reports)
+
+
+def direct_baseline(fleet: LocalFleet, count: int, rate: float) -> Run:
+    """The same jobs created on member1 itself, no hub: what the member's job controller (the
+    agent's, standing in for the Kubeflow operator), scheduler and API server take alone on
+    this machine. Removed afterwards, so the fleet's runs start from the same state."""
+    member = fleet.client(MEMBERS[0])
+    member.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": "direct"}}, field_manager="bench")
+    say(f"latency baseline: {count} jobs at {rate:.0f} jobs/s created on {MEMBERS[0]} directly")
+    run = timed_creates(fleet, member, "direct", "direct", count, rate)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: member.delete(r.PYTORCHJOBS, f"direct-{i}", "direct"),
+                      range(count)))
+    deadline = time.monotonic() + 120
+    while member.list(r.PODS, "direct", limit=1)[0] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return run
+
+
+def latency(fleet: LocalFleet, hub: Kube, count: int = 100, rate: float = 20.0,
+            light_rate: float = 5.0) -> list[Result]:
+    """Hub create -> every pod Running on its member, at a steady ``rate`` jobs/s, against
+    the same jobs created on a member directly; where the time goes, per stage, from the
+    processes' own stage histograms; what every process of the fleet spent per job and what
+    that asks of this machine's cores; then the same at ``light_rate``, which this machine
+    keeps up with."""
     namespace(hub, "latency", policy=True)
-    members = {m: fleet.client(m) for m in MEMBERS}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # agents report capacity before we start the clock
         clusters, _ = hub.list(r.MEMBERCLUSTERS)
@@ -345,43 +441,31 @@ def latency(fleet: LocalFleet, hub: Kube, count: int = 100, rate: float = 20.0) 
             break
         time.sleep(0.5)
     time.sleep(10)  # the agents' start-up (lists, first reports) is not what is measured
-    say(f"latency: {count} jobs at {rate:.0f} jobs/s")
-    created: dict[str, float] = {}
-    times = PodTimes()
-    stop = threading.Event()
-    watchers = [threading.Thread(target=watch_pods, args=(m, times, stop), daemon=True)
-                for m in members.values()]
-    for watcher in watchers:
-        watcher.start()
+    direct = direct_baseline(fleet, count, rate)
+    say(f"latency: {count} jobs at {rate:.0f} jobs/s through the hub")
     hub_url = fleet.metrics_url("hub")
     agent_urls = [fleet.metrics_url(f"agent-{m}") for m in MEMBERS]
     stages_before = stages.scrape([hub_url, *agent_urls])
     passes_before = stages.scrape([hub_url], "fleet_scheduling_pass_seconds")
-    cpu_before = cpu_seconds(fleet)
-    start = time.monotonic()
-    for i in range(count):
-        time.sleep(max(0.0, start + i / rate - time.monotonic()))
-        name = f"lat-{i}"
-        created[name] = time.monotonic()
-        hub.create(r.PYTORCHJOBS, small_job(name, "latency"))
-    end = time.monotonic() + 60
-    while len(times.running) < count and time.monotonic() < end:
-        time.sleep(0.2)
-    stop.set()
+    writes_before = writes(hub)
+    run = timed_creates(fleet, hub, "latency", "lat", count, rate)
     time.sleep(1)  # the last stages observed after the bench's watch saw the pods run
-    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_seconds(fleet).items()}
+    written = hub_writes(hub, writes_before, count)
     spent = stages.since(stages.scrape([hub_url, *agent_urls]), stages_before)
     passes = stages.since(stages.scrape([hub_url], "fleet_scheduling_pass_seconds"),
                           passes_before).get("", {})
-    samples = [times.running[n] - created[n] for n in times.running if n in created]
-    missing = count - len(samples)
-    note = "watching member pods"
-    if missing:
-        note += f"; {missing} jobs not Running within 60 s"
-    results = [Result("create -> all pods Running, p50, 20 jobs/s", percentile(samples, 0.5),
-                      "s", "", note=note),
-               Result("create -> all pods Running, p99, 20 jobs/s", percentile(samples, 0.99),
-                      "s", "<= 2", note=note)]
+    alone = "the same jobs created on the member directly"
+    per_second = f"{rate:.0f} jobs/s"
+    results = [Result(f"create -> all pods Running, p50, {per_second}", run.quantile(0.5), "s",
+                      "", direct.quantile(0.5), alone, note=f"{run.note}; {alone}: {direct.note}"),
+               Result(f"create -> all pods Running, p99, {per_second}", run.quantile(0.99),
+                      "s", "<= 2", direct.quantile(0.99), alone, note=run.note),
+               Result(f"CPU seconds per job, every process, {per_second}", run.cpu_per_job(),
+                      "s", "", direct.cpu_per_job(), alone),
+               Result(f"CPU demanded at {per_second}", run.cpu_per_job() * rate, "cores", "",
+                      float(os.cpu_count() or 1), "this machine's cores",
+                      note="a ratio above 1: the machine cannot keep up, jobs queue for CPU"),
+               written.result(f"hub API writes per job, create -> Running, {per_second}")]
     for stage in stages.STAGES:
         buckets = spent.get(stage, {})
         where = "hub" if stage in stages.HUB_STAGES else "agents"
@@ -396,6 +480,7 @@ def latency(fleet: LocalFleet, hub: Kube, count: int = 100, rate: float = 20.0) 
                               note=f"fleet_scheduling_pass_seconds, {stages.count(passes):.0f} "
                                    "passes during the run"))
     # The member's side after our pods are created, as the bench's watches see it.
+    times = run.times
     member_split = [("member scheduler (first pod -> all bound)", times.first, times.bound),
                     ("pod start (all bound -> all Running)", times.bound, times.running)]
     for label, since, until in member_split:
@@ -403,8 +488,19 @@ def latency(fleet: LocalFleet, hub: Kube, count: int = 100, rate: float = 20.0) 
         for q in (0.5, 0.99):
             results.append(Result(f"member {label} p{round(q * 100)}", percentile(gaps, q),
                                   "s", "", note="the bench's pod watches"))
-    total = sum(cpu.values())
-    for process, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
+    total = sum(run.cpu.values())
+    for process, seconds in sorted(run.cpu.items(), key=lambda kv: -kv[1]):
         results.append(Result(f"CPU seconds per job: {process}", seconds / count, "s", "",
                               total / count, "all processes"))
+    light = max(1, count // 2)
+    say(f"latency: {light} jobs at {light_rate:.0f} jobs/s through the hub")
+    writes_before = writes(hub)
+    slow = timed_creates(fleet, hub, "latency", "light", light, light_rate)
+    results.append(hub_writes(hub, writes_before, light).result(
+        f"hub API writes per job, create -> Running, {light_rate:.0f} jobs/s"))
+    for q in (0.5, 0.99):
+        results.append(Result(
+            f"create -> all pods Running, p{round(q * 100)}, {light_rate:.0f} jobs/s",
+            slow.quantile(q), "s", "<= 2" if q == 0.99 else "",
+            note=slow.note + f"; {count} jobs of the run before still running"))
     return results

@@ -9,17 +9,24 @@ beside its scheduler.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from fleet.api.protocol import reported_job_status
 from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
 from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache
 from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.views import parse_time
 from fleet.kinds.base import InvalidJob, KindAdapter
 
 _VOLATILE = {"lastReconcileTime"}
+# A job bound at its first look has no status; its first status is its members' first
+# report, unless none comes this long after its Works were created: then the bound status.
+# One write instead of two on the path every job takes.
+FIRST_REPORT_WAIT_SECONDS = 3.0
 
 
 def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
@@ -92,16 +99,24 @@ def follow_resize(dispatcher: Dispatcher, cache: Cache | None, job: Body,
 
 
 def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdapter,
-              works: Sequence[Body], stamp: str) -> None:
+              works: Sequence[Body], stamp: str, now: datetime) -> bool:
     """The job's status from its Works' reports, written when it changed; a member failure
-    is also said once in an event."""
+    is also said once in an event. False when the status waits for the first report (the
+    caller looks again)."""
     current = job.get("status") or {}
-    failure = mf.replica_failure(works)
-    status = el.with_resized(
-        mf.with_replica_failure(adapter.aggregate(job, works, stamp), failure), job)
-    status = reservations.with_condition(status, reservations.condition(works, stamp, current))
-    status["clusters"] = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
+    clusters = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
+    if any(reported_job_status(wk) for wk in works) or current:
+        status = adapter.aggregate(job, works, stamp)
+    elif awaiting_first_report(works, now):
+        return False
+    else:  # bound, and no member has said anything yet
+        status = adapter.bound_status(current, clusters, "bound to " + ", ".join(clusters)
+                                      + "; no member has reported the job yet", stamp)
+    failure = mf.replica_failure(works)
+    status = el.with_resized(mf.with_replica_failure(status, failure), job)
+    status = reservations.with_condition(status, reservations.condition(works, stamp, current))
+    status["clusters"] = clusters
     if differs(current, status):
         written = dispatcher.write_status(job, adapter, status)
         if written is not None:
@@ -110,6 +125,14 @@ def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdap
     if failure is not None and said != (failure["reason"], failure["message"]):
         # once per new failure: the condition above is compared before it is written
         dispatcher.event(job, failure["reason"], failure["message"], "Warning")
+    return True
+
+
+def awaiting_first_report(works: Sequence[Body], now: datetime) -> bool:
+    """Whether Works just created (none has reported) may still be waited for."""
+    created = [parse_time(wk["metadata"].get("creationTimestamp")) for wk in works]
+    newest = max((c for c in created if c is not None), default=None)
+    return newest is not None and (now - newest).total_seconds() < FIRST_REPORT_WAIT_SECONDS
 
 
 def differs(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

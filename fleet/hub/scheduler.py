@@ -181,11 +181,14 @@ class Scheduler:
                 adapter = adapter_for(job["apiVersion"], job["kind"])
                 propagate_spec(self.dispatcher, self.cache, job, adapter,
                                w.decode_placement(job), works)
-                aggregate(self.dispatcher, self.cache, job, adapter, works, stamp)
+                settled = aggregate(self.dispatcher, self.cache, job, adapter, works, stamp,
+                                    ctx.now)
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
                 continue
             self._mirrored.pop(job_view.uid, None)
+            if not settled:  # looked at again on the next full pass
+                continue
             if len(self._mirrored) >= MAX_MIRRORED:
                 self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
             self._mirrored[job_view.uid] = versions

@@ -274,8 +274,10 @@ class Writer:
                 metrics.RESERVATIONS.labels("reserving").inc()
                 self.dispatcher.event(bound, p.RESERVING, "reserving the nodes of every share "
                                       "before any pod starts: " + ", ".join(bind.clusters))
-            self.write_status(bound, adapter, adapter.bound_status(
-                bound.get("status"), list(bind.clusters), bind.reason, now_text()))
+            if bound.get("status"):  # it said it waits: say at once that it no longer does
+                self.write_status(bound, adapter, adapter.bound_status(
+                    bound.get("status"), list(bind.clusters), bind.reason, now_text()))
+            # else its first status comes from its members' first report (the mirror)
             log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
         except Exception:
             log.exception("writing the decision for %s failed", bind.job)

@@ -1,0 +1,85 @@
+"""A job bound at its first look gets one status write, not two: its members' first report,
+or the bound status when no report comes in time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from fleet.hub.cache import Cache
+from fleet.hub.dispatch import Dispatcher
+from fleet.hub.mirror import FIRST_REPORT_WAIT_SECONDS, aggregate
+from fleet.kinds.kubeflow import PYTORCH
+
+CREATED = datetime(2026, 11, 27, 6, 0, 0, tzinfo=UTC)
+
+
+class Recorder:
+    """What the mirror writes (a dispatcher and a cache alike)."""
+
+    def __init__(self) -> None:
+        self.statuses: list[dict[str, Any]] = []
+
+    def write_status(self, job: dict[str, Any], adapter: object,
+                     status: dict[str, Any]) -> dict[str, Any]:
+        self.statuses.append(status)
+        return {**job, "status": status}
+
+    def event(self, *_: object) -> None:
+        pass
+
+    def upsert(self, *_: object) -> None:
+        pass
+
+
+def job(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}}},
+            **({"status": status} if status is not None else {})}
+
+
+def work(reported: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": "w", "creationTimestamp": CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "spec": {"placement": {"cluster": "member1", "replicas": {"Master": 1}}}}
+    if reported:
+        body["status"] = {"jobStatus": {"conditions": [
+            {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"}]}}
+    return body
+
+
+def mirror(current: dict[str, Any], works: list[dict[str, Any]], seconds: float
+           ) -> tuple[bool, list[dict[str, Any]]]:
+    out = Recorder()
+    settled = aggregate(cast(Dispatcher, out), cast(Cache, out), current, PYTORCH, works,
+                        "now", CREATED + timedelta(seconds=seconds))
+    return settled, out.statuses
+
+
+def test_a_new_binding_waits_for_its_members_first_report() -> None:
+    assert mirror(job(), [work()], 1.0) == (False, [])
+
+
+def test_the_first_report_is_the_first_status() -> None:
+    settled, written = mirror(job(), [work(reported=True)], 1.0)
+    assert settled
+    assert len(written) == 1
+    assert [c["reason"] for c in written[0]["conditions"]] == ["PyTorchJobCreated"]
+    assert written[0]["clusters"] == ["member1"]
+
+
+def test_without_a_report_in_time_the_bound_status_is_written() -> None:
+    settled, written = mirror(job(), [work()], FIRST_REPORT_WAIT_SECONDS + 1)
+    assert settled
+    [status] = written
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [
+        ("Created", "ScheduleBindingSucceed")]
+    assert "member1" in status["conditions"][0]["message"]
+    assert status["clusters"] == ["member1"]
+
+
+def test_a_job_that_showed_a_status_is_not_kept_waiting() -> None:
+    bound = {"conditions": [{"type": "Created", "status": "True",
+                             "reason": "ScheduleBindingSucceed"}], "clusters": ["member1"]}
+    assert mirror(job(bound), [work()], 0.0) == (True, [])
