@@ -121,6 +121,9 @@ class AdmissionPass:
         self._charge_all(self.holdings)
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
+        # Their victim-order entries, kept out of the search until the next pass (a job
+        # bound in a pass is never its victim: the bind and a requeue would race).
+        self._admitted: list[tuple[str, tuple[tuple[object, ...], Holding]]] = []
         self._leaving: set[str] = set()  # jobs a priority preemption of this pass evicts
         self._claim_cache: dict[str, Job] | None = None
         self._shapes: _ShapeIndex | None = None
@@ -131,6 +134,9 @@ class AdmissionPass:
         self.pending = pending
         self._blocked.clear()
         self._done.clear()
+        for leaf_key, entry in self._admitted:
+            bisect.insort(self._preemption[leaf_key], entry, key=lambda e: e[0])
+        self._admitted.clear()
         self._claim_cache = None
         self._shapes = None
 
@@ -181,7 +187,7 @@ class AdmissionPass:
 
     def admit(self, job: Job, admitted: str) -> None:
         """Record ``job`` as holding quota."""
-        self._charge(Holding(job, admitted))
+        self._charge(Holding(job, admitted), victim=False)
         self._done.add(job.key)
 
     def release(self, victims: Iterable[Holding]) -> None:
@@ -271,7 +277,7 @@ class AdmissionPass:
     def _path_keys(self, leaf: PlacedNode) -> list[str]:
         return ["/".join(p) for p in (leaf.path, *leaf.ancestors)]
 
-    def _charge(self, holding: Holding) -> None:
+    def _charge(self, holding: Holding, *, victim: bool = True) -> None:
         leaf = self.leaf(holding.job)
         self._claim_cache = None
         if leaf is None:
@@ -282,7 +288,10 @@ class AdmissionPass:
         self._charged += 1
         if holding.job.charge:  # reclaiming a job that holds no quota returns none
             entry = (_victim_order(holding, self._rank[leaf.key], self._charged), holding)
-            bisect.insort(self._preemption[leaf.key], entry, key=lambda e: e[0])
+            if victim:
+                bisect.insort(self._preemption[leaf.key], entry, key=lambda e: e[0])
+            else:
+                self._admitted.append((leaf.key, entry))
         bisect.insort(self._in_order[leaf.key], ((order_key(holding.job), self._charged),
                                                  holding), key=_order_only)
 
@@ -324,6 +333,7 @@ class AdmissionPass:
                                    if h.job.key != holding.job.key]
         self._preemption[leaf.key] = [e for e in self._preemption[leaf.key]
                                       if e[1].job.key != holding.job.key]
+        self._admitted = [e for e in self._admitted if e[1][1].job.key != holding.job.key]
         self._in_order[leaf.key] = [e for e in self._in_order[leaf.key]
                                     if e[1].job.key != holding.job.key]
 
@@ -359,6 +369,8 @@ class AdmissionPass:
                  if entries and key != leaf.key and self._nodes[key].node.is_leaf}
         victims: list[Holding] = []
         while self._blockers(leaf, job.charge, usage):
+            for key, i in heads.items():  # evicted in this very pass: a requeue would race
+                heads[key] = self._next_victim(key, i)
             above = [(self._preemption[key][i][0], key) for key, i in heads.items()
                      if i < len(self._preemption[key]) and self._above_min(key, usage)]
             if not above:
@@ -366,12 +378,17 @@ class AdmissionPass:
             _, other = min(above)
             victim = self._preemption[other][heads[other]][1]
             heads[other] += 1
-            if victim.job.key in self._done or victim.job.key in self._leaving:
-                continue  # bound or evicted in this very pass: a requeue would race
             for key in self._paths[other]:
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             victims.append(victim)
         return tuple(victims)
+
+    def _next_victim(self, key: str, index: int) -> int:
+        """The first of the leaf's holdings from ``index`` on that is not leaving."""
+        entries = self._preemption[key]
+        while index < len(entries) and entries[index][1].job.key in self._leaving:
+            index += 1
+        return index
 
     def _above_min(self, key: str, usage: Mapping[str, Mapping[str, int]]) -> bool:
         """Whether the leaf uses more than its min of any resource (jobs aside)."""

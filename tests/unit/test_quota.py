@@ -94,6 +94,22 @@ def test_a_job_admitted_in_this_pass_is_never_reclaimed_in_it() -> None:
     assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/a1", "PyTorchJob/team-a/a0"]
 
 
+def test_a_job_admitted_in_one_pass_may_be_reclaimed_in_the_next() -> None:
+    """The simulator keeps one engine across passes: what a pass admitted is a holding like
+    any other from the next pass on, the youngest and so the first victim."""
+    root, policies = two_teams()
+    held = [Holding(job(f"a{i}", "team-a", gpus=2, created=f"2026-01-01T00:00:0{i}Z"),
+                    f"2026-01-01T00:01:0{i}Z") for i in range(2)]
+    borrower = job("a9", "team-a", gpus=4, created="2026-01-01T00:00:09Z")
+    claim = job("b0", "team-b", gpus=4, created="2026-01-01T00:02:00Z")
+    admission = AdmissionPass(root, held, [borrower], policies)
+    admission.admit(borrower, "2026-01-01T00:02:01Z")
+    admission.next_pass([claim])
+    verdict = admission.check(claim)
+    assert verdict.fits
+    assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/a9"]
+
+
 def test_no_leaf_borrows_while_another_waits_within_its_guarantee() -> None:
     root, policies = two_teams()
     held = [Holding(job("a0", "team-a", gpus=6), "2026-01-01T00:01:00Z")]
