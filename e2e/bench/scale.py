@@ -330,7 +330,8 @@ def report(samples: list[Sample], bindings: Bindings, before: dict[str, float],
                           for k, v in sorted(hub_writes.items(), key=lambda kv: -kv[1])
                           if v / max(bound, 1) >= 0.005)
     hub_cpu = cpu.get("hub", 0.0)
-    apiserver_cpu = cpu.get("kube-apiserver", 0.0)
+    apiserver_cpu = sum(v for k, v in cpu.items()  # labelled by cluster: kube-apiserver@hub
+                        if k.split("@")[0] == "kube-apiserver")
     thousands = max(bound, 1) / 1000
     rate = bindings.peak_rate()
     note_cpu = "CPU seconds meanwhile: " + ", ".join(
