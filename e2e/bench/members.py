@@ -313,9 +313,14 @@ class Fleet:
             thread.start()
             self.threads.append(thread)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop every loop and wait for what they were sending (the hub's API server goes
+        next: a request still under way would fail against it)."""
         self.stop.set()
-        self.timeline.pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.timeline.pool.shutdown(wait=True, cancel_futures=True)
 
     def ready(self) -> bool:
         return all(m.reporter.sent is not None for m in self.members.values())
