@@ -164,8 +164,11 @@ class Scheduler:
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes
-        into their Works."""
+        into their Works. Each job's writes are its own objects': they go side by side, all
+        done before the pass goes on (one after another, the jobs reporting Running at
+        20 a second held the pass, and every decision behind it, for seconds)."""
         stamp = now_text()
+        started = []
         for job_view in view.jobs:
             if job_view.stage is not Stage.BOUND:
                 continue
@@ -177,12 +180,11 @@ class Scheduler:
                         tuple(wk["metadata"].get("resourceVersion") for wk in works))
             if self._mirrored.get(job_view.uid) == versions:
                 continue
+            started.append((job_view, versions, self.writer.side_by_side(
+                self.mirror_one, job, works, stamp, ctx.now)))
+        for job_view, versions, running in started:
             try:
-                adapter = adapter_for(job["apiVersion"], job["kind"])
-                propagate_spec(self.dispatcher, self.cache, job, adapter,
-                               w.decode_placement(job), works)
-                settled = aggregate(self.dispatcher, self.cache, job, adapter, works, stamp,
-                                    ctx.now)
+                settled = running.result()
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
                 continue
@@ -192,6 +194,13 @@ class Scheduler:
             if len(self._mirrored) >= MAX_MIRRORED:
                 self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
             self._mirrored[job_view.uid] = versions
+
+    def mirror_one(self, job: Body, works: Sequence[Body], stamp: str, now: datetime) -> bool:
+        """One bound job's mirror; False when its status waits for its first report."""
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        propagate_spec(self.dispatcher, self.cache, job, adapter, w.decode_placement(job),
+                       works)
+        return aggregate(self.dispatcher, self.cache, job, adapter, works, stamp, now)
 
     def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
         """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The

@@ -14,10 +14,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, TypeVar
 
 from fleet import metrics
 from fleet.api import protocol as p
@@ -58,6 +58,7 @@ from quota.tree import leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
+T = TypeVar("T")
 # Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
 # on every pass.
 RUNNING_METRIC_SECONDS = 5.0
@@ -128,6 +129,11 @@ class Writer:
         """A write off the pass (the pass does not wait for it, nor see it fail)."""
         self._pool.submit(write, *args, **kwargs)
 
+    def side_by_side(self, write: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+                     ) -> Future[T]:
+        """A write of the pass beside its others (the pass waits for its result)."""
+        return self._statuses.submit(write, *args, **kwargs)
+
     def inflight(self) -> dict[str, dict[str, list[Resources]]]:
         """Jobs (by uid) whose bind is being written, and what each spends per cluster."""
         with self._lock:
@@ -150,7 +156,7 @@ class Writer:
                     adapter = adapter_for(job["apiVersion"], job["kind"])
                     status = self.waiting_status(intent, job, adapter)
                     if status is not None:
-                        statuses.append((intent, self._statuses.submit(
+                        statuses.append((intent, self.side_by_side(
                             self.write_status, job, adapter, status)))
                 else:
                     self.write_one(intent, job, ctx)
