@@ -10,7 +10,7 @@ import logging
 import re
 import tracemalloc
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -25,7 +25,7 @@ from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.controllers.kind import Observed
 from member_agent.controllers.reconcile import INVALID, check, decide
-from member_agent.controllers.runtime import KINDS, JobController, kind_key
+from member_agent.controllers.runtime import KINDS, JobController, Stores, kind_key
 from quota import validation
 from quota.validation import validate_tree
 from tests.unit.test_job_status import pod
@@ -321,6 +321,58 @@ def test_a_job_deleted_during_its_reconcile_is_not_a_failure_unless_it_repeats(
         assert not caplog.records
         controller._failed(key, gone, quiet=True)
     assert len(caplog.records) == 1
+
+
+def test_pods_refused_while_their_job_is_deleted_are_not_reported(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Its Work went mid-reconcile: the job's launcher ServiceAccount is collected with it
+    and the member refuses its pods (403); no event, no warning, no retry."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from member_agent.controllers.reconcile import Decision
+
+    class Member:
+        def __init__(self, job: dict[str, Any] | None) -> None:
+            self.job = job
+
+        def create(self, resource: object, body: dict[str, Any]) -> None:
+            raise errors.Forbidden(403, "Forbidden", "error looking up service account")
+
+        def get_or_none(self, *_: object) -> dict[str, Any] | None:
+            return self.job
+
+    class Events:
+        def __init__(self) -> None:
+            self.said: list[str] = []
+
+        def record(self, obj: object, reason: str, *_: object, **__: object) -> None:
+            self.said.append(reason)
+
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": {}}
+    pod = {"metadata": {"name": "j-launcher", "namespace": "ns", "labels": {}}, "spec": {}}
+    key = ("MPIJob.kubeflow.org", "ns", "j")
+    kind = KINDS[key[0]]
+    for current, raises in ((None, False),
+                            ({**job, "metadata": {**job["metadata"],
+                                                  "deletionTimestamp": "now"}}, False),
+                            (job, True)):
+        controller = JobController.__new__(JobController)
+        controller.kube = cast(Any, Member(current))
+        controller.events = cast(Any, Events())
+        controller.stores = Stores()
+        controller._creators = ThreadPoolExecutor(1)
+        controller.take_slot = lambda job, slot: None
+        with caplog.at_level(logging.WARNING):
+            try:
+                controller._carry_out(key, kind, job, Decision(create=(dict(pod),)))
+            except errors.Forbidden:
+                assert raises  # a job still there: its refusal is reported and retried
+                assert controller.events.said == ["FailedCreatePod"]
+            else:
+                assert not raises
+                assert not controller.events.said
+        assert not caplog.records
 
 
 def test_fired_requeue_timers_are_forgotten() -> None:

@@ -343,6 +343,12 @@ class JobController:
         for pod in decision.create:
             self._pin(kind, job, pod)
         failures = [f for f in self._creators.map(self._create_pod, decision.create) if f]
+        if failures and self._deleted(kind, job):
+            # Deleted meanwhile (its Work went): what it owned, a launcher's ServiceAccount
+            # say, is being collected, so its pods are refused; nothing is wrong to report.
+            log.debug("pods of %s refused while it is deleted: %s", "/".join(key),
+                      failures[0][0])
+            return
         for exc, pod in failures:  # e.g. a quota or admission refusal on the member
             self.events.record(job, "FailedCreatePod", f"pod {pod['metadata']['name']}: {exc}",
                                type="Warning")
@@ -375,6 +381,13 @@ class JobController:
             self.kube.delete(kind.resource, key[2], key[1], uid=job["metadata"]["uid"])
         elif decision.requeue_after is not None:
             self.requeue_after(key, decision.requeue_after)
+
+    def _deleted(self, kind: JobKind, job: Mapping[str, Any]) -> bool:
+        """Whether ``job`` is gone or going on the member now (the stores may lag)."""
+        meta = job["metadata"]
+        current = self.kube.get_or_none(kind.resource, meta["name"], meta["namespace"])
+        return current is None or current["metadata"].get("uid") != meta.get("uid") \
+            or bool(current["metadata"].get("deletionTimestamp"))
 
     def _pin(self, kind: JobKind, job: Mapping[str, Any], pod: Body) -> None:
         """A pod whose slot a placeholder holds goes to that node (the placeholder goes)."""
