@@ -121,8 +121,9 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
-        # Waiting statuses of one pass, written side by side (each job's own object) and
-        # all of them before the pass ends: a thousand in a row held a pass for seconds.
+        # The statuses of one pass (waits, and the members' reports mirrored), written side
+        # by side (each job's own object) and all of them before the pass goes on: a
+        # thousand in a row held a pass for seconds.
         self._statuses = ThreadPoolExecutor(self.workers, thread_name_prefix="status")
 
     def submit(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
