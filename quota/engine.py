@@ -369,8 +369,6 @@ class AdmissionPass:
                  if entries and key != leaf.key and self._nodes[key].node.is_leaf}
         victims: list[Holding] = []
         while self._blockers(leaf, job.charge, usage):
-            for key, i in heads.items():  # evicted in this very pass: a requeue would race
-                heads[key] = self._next_victim(key, i)
             above = [(self._preemption[key][i][0], key) for key, i in heads.items()
                      if i < len(self._preemption[key]) and self._above_min(key, usage)]
             if not above:
@@ -378,17 +376,12 @@ class AdmissionPass:
             _, other = min(above)
             victim = self._preemption[other][heads[other]][1]
             heads[other] += 1
+            if victim.job.key in self._leaving:
+                continue  # evicted in this very pass: a requeue would race
             for key in self._paths[other]:
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             victims.append(victim)
         return tuple(victims)
-
-    def _next_victim(self, key: str, index: int) -> int:
-        """The first of the leaf's holdings from ``index`` on that is not leaving."""
-        entries = self._preemption[key]
-        while index < len(entries) and entries[index][1].job.key in self._leaving:
-            index += 1
-        return index
 
     def _above_min(self, key: str, usage: Mapping[str, Mapping[str, int]]) -> bool:
         """Whether the leaf uses more than its min of any resource (jobs aside)."""

@@ -413,8 +413,7 @@ def direct_baseline(fleet: LocalFleet, count: int, rate: float) -> Run:
     agent's, standing in for the Kubeflow operator), scheduler and API server take alone on
     this machine. Removed afterwards, so the fleet's runs start from the same state."""
     member = fleet.client(MEMBERS[0])
-    member.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                "metadata": {"name": "direct"}}, field_manager="bench")
+    namespace(member, "direct", policy=False)
     say(f"latency baseline: {count} jobs at {rate:.0f} jobs/s created on {MEMBERS[0]} directly")
     run = timed_creates(fleet, member, "direct", "direct", count, rate)
     with ThreadPoolExecutor(8) as pool:
