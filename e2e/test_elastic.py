@@ -22,6 +22,7 @@ from e2e.jobs import delete_jobs, hub_job, hub_state, member, member_job, pods, 
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from e2e.test_priority import idle_fleet, priority_classes
+from e2e.test_propagation import policy as spread_policy
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -43,10 +44,8 @@ TREE = {
 }
 
 
-@pytest.fixture
-def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
-    """Namespace ``elastic``: a quota leaf of 8 GPUs, jobs queued for quota; the fleet idle
-    (the job grows on the member it runs on: another module's gang there would stop it)."""
+def elastic_classes(hub: Kube) -> None:
+    """The priority classes of the e2e modules, and the elastic jobs' own."""
     priority_classes(hub)
     if hub.get_or_none(r.PRIORITYCLASSES, ELASTIC_CLASS) is None:
         hub.create(r.PRIORITYCLASSES, {"apiVersion": "scheduling.k8s.io/v1",
@@ -54,6 +53,13 @@ def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
                                        "metadata": {"name": ELASTIC_CLASS},
                                        "value": ELASTIC_PRIORITY,
                                        "description": "fleet e2e: elastic jobs"})
+
+
+@pytest.fixture
+def tenant(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    """Namespace ``elastic``: a quota leaf of 8 GPUs, jobs queued for quota; the fleet idle
+    (the job grows on the member it runs on: another module's gang there would stop it)."""
+    elastic_classes(hub)
     idle_fleet(hub)
     if hub.get_or_none(r.NAMESPACES, NAMESPACE) is None:
         hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -89,7 +95,7 @@ def elastic_job(name: str, low: int, high: int) -> Body:
 
 
 def events(hub: Kube, job: Body, reason: str) -> list[Body]:
-    listed, _ = hub.list(r.EVENTS, NAMESPACE,
+    listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
                          field_selector=f"involvedObject.uid={job['metadata']['uid']}")
     return sorted((e for e in listed if e.get("reason") == reason), key=_stamp)
 
@@ -196,3 +202,59 @@ def test_an_elastic_job_is_admitted_at_min_grows_and_shrinks_instead_of_dying(
     # It does not grow back into the quota the prod job holds.
     time.sleep(3)
     assert len(events(hub, job, "Resized")) == 3
+
+
+SPREAD = "elastic-spread"
+
+
+@pytest.fixture
+def spread(fleet: LocalFleet, hub: Kube) -> Iterator[Kube]:
+    """Namespace ``elastic-spread``: gang jobs that may split over two members, no quota;
+    the fleet idle."""
+    elastic_classes(hub)
+    idle_fleet(hub)
+    if hub.get_or_none(r.NAMESPACES, SPREAD) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": SPREAD}})
+    hub.apply(r.PROPAGATIONPOLICIES, spread_policy(SPREAD, split=2), field_manager="test")
+    yield hub
+    delete_jobs(hub, SPREAD, wait=True)
+
+
+def test_an_elastic_job_grows_onto_another_member_when_its_own_is_full(
+        fleet: LocalFleet, spread: Kube) -> None:
+    hub = spread
+    node_gpus = 8  # a worker per node: a member holds 4
+    # A blocker fills one member; the elastic job (2..6 whole-node workers) is admitted at
+    # the 4 the other member holds (its policy lets it split, but there is nowhere to).
+    blocker = seed_pytorchjob("blocker", SPREAD, run_for="1h", gpus=node_gpus, workers=3)
+    hub_state(hub, hub.create(r.PYTORCHJOBS, blocker), "Running", timeout=90)
+    job = elastic_job("spreading", 2, 6)
+    job["metadata"]["namespace"] = SPREAD
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "resources"]["limits"][GPU] = node_gpus
+    job = hub.create(r.PYTORCHJOBS, job)
+    resized(hub, job, "admitted with 4 of 2..6 worker replicas")
+    home = member(fleet, hub, job)
+    first = running_workers(home, job, 4)
+    [home_name] = hub_job(hub, job)["metadata"]["annotations"]["fleet.sh/clusters"].split(",")
+    [other_name] = [m for m in fleet.members if m != home_name]
+
+    # The blocker ends: the job's member is still full, so it grows onto the other one,
+    # with the indices after its highest, and the four that run keep running.
+    hub.delete(r.PYTORCHJOBS, "blocker", SPREAD)
+    grown = resized(hub, job, f"grown 4→6 worker replicas on {other_name}")
+    decided = _stamp(grown)
+    other = fleet.client(other_name)
+    added = running_workers(other, job, 2)
+    print(f"\nelastic grown 4->6 onto {other_name}: decision -> 2 workers Running there "
+          f"{time.time() - decided:.1f}s (at most)")
+    assert sorted(added) == ["spreading-worker-4", "spreading-worker-5"]
+    assert {n: p["metadata"]["uid"] for n, p in running_workers(home, job, 4).items()} == {
+        n: p["metadata"]["uid"] for n, p in first.items()}
+    rendezvous = env(next(iter(added.values())))  # worker 0 is on the first member
+    assert rendezvous["PET_RDZV_ENDPOINT"].startswith(
+        f"spreading-worker-0.{SPREAD}.svc.clusterset.local:")
+    assert rendezvous["PET_NNODES"] == "2:6"
+    running = hub_state(hub, job, "Running", timeout=60)
+    assert sorted(running["status"]["clusters"]) == sorted(fleet.members)

@@ -35,8 +35,9 @@ from email.utils import formatdate
 from planner.intents import Wait
 from planner.view import JobView, Reservation, TimedJob
 from preemption.freed import with_freed
-from propagation.division import divide, with_assumed
+from propagation.division import divide
 from propagation.resources import GPU, Resources
+from propagation.spent import with_assumed
 from propagation.views import ClusterView
 
 RESERVED = "Reserved"  # the head's Queuing reason while it holds its reservation

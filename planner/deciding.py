@@ -15,7 +15,8 @@ from planner.reserving import waiting_after_rollback
 from planner.view import Hold, JobView, PassView, Reservation, Stage
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
-from propagation.division import divide, with_assumed
+from propagation.division import divide
+from propagation.spent import with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass, Holding
 from quota.queues import queue_names

@@ -3,8 +3,10 @@ is admitted with, when and where a running one grows, and the placement a shrink
 
 Pure: sizes are searched with the caller's fit test (quota, then nodes), so the same rules
 decide an elastic job as any other. Replica indices stay contiguous: a job grows on the share
-that holds its highest indices and shrinks from the highest indices down, so the replicas
-that run keep their names (torchrun's elastic agents re-rendezvous; no pod is replaced).
+that holds its highest indices (within the topology domains that share keeps to), then, when
+its policy lets it split, onto one more member after its highest index; it shrinks from the
+highest indices down, so the replicas that run keep their names (torchrun's elastic agents
+re-rendezvous; no pod is replaced).
 """
 
 from __future__ import annotations
@@ -14,9 +16,19 @@ from dataclasses import dataclass, replace
 
 from planner.intents import Grow
 from planner.view import Elastic, JobView, Stage
-from propagation.division import ClusterShare, divide, with_assumed
+from propagation.clusters import filter_clusters
+from propagation.division import ClusterShare, divide
 from propagation.resources import Resources
-from propagation.views import ClusterView, JobDemand, PlacementRules
+from propagation.spent import with_assumed
+from propagation.topology import within
+from propagation.views import (
+    ClusterView,
+    JobDemand,
+    PlacementRules,
+    Role,
+    SchedulingType,
+    TopologyRequest,
+)
 from quota.engine import AdmissionPass
 from quota.tree import walk
 
@@ -101,17 +113,6 @@ def last_share(shares: Sequence[ClusterShare], role: str) -> int | None:
     return None if best is None else best[1]
 
 
-def grown_shares(shares: Sequence[ClusterShare], role: str, at: int, added: int,
-                 nodes: Sequence[str]) -> tuple[ClusterShare, ...]:
-    out = list(shares)
-    share = out[at]
-    replicas = dict(share.replicas)
-    replicas[role] = replicas.get(role, 0) + added
-    out[at] = replace(share, replicas=tuple(replicas.items()),
-                      nodes=tuple(sorted({*share.nodes, *nodes})))
-    return tuple(out)
-
-
 def shrunk_shares(shares: Sequence[ClusterShare], role: str, keep: int
                   ) -> tuple[tuple[ClusterShare, ...], tuple[str, ...]]:
     """The placement keeping replicas ``0..keep-1`` of ``role``, and the clusters that lose
@@ -184,7 +185,8 @@ def grow(jobs: Sequence[JobView], capacity: dict[str, ClusterView], room: QuotaR
         if intent is not None:
             out.append(intent)
             for cluster, requests in intent.spent:
-                capacity[cluster] = with_assumed(capacity[cluster], list(requests))
+                domains = next(s.domains for s in intent.shares if s.cluster == cluster)
+                capacity[cluster] = with_assumed(capacity[cluster], list(requests), domains)
                 for request in requests:
                     room.charge(job, request)
     return out
@@ -195,11 +197,16 @@ def _growable(job: JobView) -> bool:
     return (e is not None and job.stage is Stage.BOUND and not job.finished
             and job.demand is not None and job.policy is not None
             and count(job.demand, e.role) < e.max and bool(job.works)
-            and all(w.state == RUNNING and not w.deleting for w in job.works))
+            and all(w.state == RUNNING and not w.deleting for w in job.works)
+            and {s.cluster for s in job.placement} <= {w.cluster for w in job.works})
 
 
 def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom,
               waiting: Sequence[Waiting]) -> Grow | None:
+    """Grow ``job`` on the share holding its highest indices, within the topology domains
+    that share keeps to (its pods are pinned there); what that member cannot take goes to
+    one member the job does not use yet, as a new share after its highest index, when its
+    policy lets it split. Replica indices stay contiguous either way."""
     e, demand, policy = job.elastic, job.demand, job.policy
     assert e is not None
     assert demand is not None
@@ -208,36 +215,93 @@ def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom
     if at is None:
         return None
     share = job.placement[at]
-    cluster = capacity.get(share.cluster)
-    if cluster is None or not cluster.ready or cluster.stale_reason or \
-            holds_back(waiting, job, share.cluster):
-        return None
     role = next(r for r in demand.roles if r.name == e.role)
-    rules = PlacementRules(tolerations=policy.rules.tolerations, fit_mode=policy.rules.fit_mode)
     now = count(demand, e.role)
+    wanted = e.max - now
+    shares = list(job.placement)
+    spent: list[tuple[str, int]] = []  # (cluster, replicas added there)
+    cluster = capacity.get(share.cluster)
+    if cluster is not None and cluster.ready and not cluster.stale_reason and \
+            not holds_back(waiting, job, share.cluster):
+        rules = PlacementRules(tolerations=policy.rules.tolerations,
+                               fit_mode=policy.rules.fit_mode)
+        more, grown = _most(job, role, within(cluster, share.domains), None, rules, wanted, 0,
+                            room)
+        if grown is not None:
+            replicas = dict(share.replicas)
+            replicas[e.role] += more
+            shares[at] = replace(share, replicas=tuple(replicas.items()),
+                                 nodes=tuple(sorted({*share.nodes, *grown.nodes})))
+            spent.append((share.cluster, more))
+    added = sum(n for _, n in spent)
+    if added < wanted and _may_spread(job, policy.rules):
+        new = _new_share(job, role, capacity, room, waiting, wanted - added, added)
+        if new is not None:
+            top = dict(share.offsets).get(e.role, 0) + dict(shares[at].replicas)[e.role]
+            shares.append(replace(new, offsets=((e.role, top),)))
+            spent.append((new.cluster, dict(new.replicas)[e.role]))
+            added += spent[-1][1]
+    if not added:
+        return None
+    after = now + added
+    where = " and ".join(f"{name} (+{n})" if len(spent) > 1 else name for name, n in spent)
+    return Grow(job.key, e.role, now, after, tuple(shares),
+                f"grown {now}→{after} {e.role.lower()} replicas on {where}: capacity "
+                f"freed ({e.min}..{e.max})", tuple(name for name, _ in spent),
+                tuple((name, tuple(role.request for _ in range(n))) for name, n in spent),
+                policy.propagate_deps)
 
-    def fits(k: int) -> tuple[str, ...] | None:
-        if not room.fits(job, Resources.of({n: v * k for n, v in role.request.items()})):
+
+def _new_share(job: JobView, role: Role, capacity: Mapping[str, ClusterView], room: QuotaRoom,
+               waiting: Sequence[Waiting], wanted: int, already: int) -> ClusterShare | None:
+    """The share of the member (one the job does not use yet, its policy's affinity and
+    tolerations met, its topology kept) that takes the most of ``wanted`` more replicas;
+    ties go by member name."""
+    assert job.policy is not None
+    rules = replace(job.policy.rules, max_clusters=1)
+    topology = job.demand.topology if job.demand is not None else None
+    used = {s.cluster for s in job.placement}
+    best: tuple[int, ClusterShare] | None = None
+    for other in filter_clusters(list(capacity.values()), rules.affinity,
+                                 rules.tolerations).eligible:
+        if other.name in used or other.name in job.avoid or \
+                holds_back(waiting, job, other.name):
+            continue
+        more, share = _most(job, role, other, topology, rules, wanted, already, room)
+        if share is not None and (best is None or more > best[0]):
+            best = (more, share)
+    return None if best is None else best[1]
+
+
+def _may_spread(job: JobView, rules: PlacementRules) -> bool:
+    """Whether a grow may add a member: a divided job below its policy's cluster limit."""
+    return rules.scheduling_type is SchedulingType.DIVIDED and rules.gang and \
+        len(job.placement) < rules.max_clusters
+
+
+def _most(job: JobView, role: Role, cluster: ClusterView, topology: TopologyRequest | None,
+          rules: PlacementRules, wanted: int, already: int, room: QuotaRoom
+          ) -> tuple[int, ClusterShare | None]:
+    """The most replicas of ``role`` (up to ``wanted``) that ``cluster`` and the job's quota
+    (``already`` added elsewhere this grow) take, and their share; (0, None) for none."""
+
+    def fits(k: int) -> ClusterShare | None:
+        if not room.fits(job, Resources.of({n: v * (already + k)
+                                            for n, v in role.request.items()})):
             return None
-        extra = JobDemand(job.key, (replace(role, replicas=k, leader=False),))
+        extra = JobDemand(job.key, (replace(role, replicas=k, leader=False),), topology)
         decision = divide(extra, [cluster], rules)
-        return decision.shares[0].nodes if decision.placed else None
+        return decision.shares[0] if decision.placed else None
 
-    low, high, nodes = 0, e.max - now, tuple[str, ...]()
+    low, high, found = 0, wanted, None
     while low < high:  # the most that fits: fewer replicas never fit worse
         mid = (low + high + 1) // 2
-        found = fits(mid)
-        if found is not None:
-            low, nodes = mid, found
+        share = fits(mid)
+        if share is not None:
+            low, found = mid, share
         else:
             high = mid - 1
-    if low == 0:
-        return None
-    after = now + low
-    return Grow(job.key, e.role, now, after, grown_shares(job.placement, e.role, at, low, nodes),
-                f"grown {now}→{after} {e.role.lower()} replicas on {share.cluster}: capacity "
-                f"freed ({e.min}..{e.max})", (share.cluster,),
-                ((share.cluster, tuple(role.request for _ in range(low))),))
+    return low, found
 
 
 __all__ = ["Elastic", "QuotaRoom", "Waiting", "choose_size", "count", "grow", "shrunk_shares",

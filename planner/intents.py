@@ -129,6 +129,8 @@ class Resize:
 class Grow(Resize):
     """Capacity freed: add replicas to an elastic job that runs below its max."""
 
+    propagate_deps: bool = False  # the Work of a member it grows onto carries its references
+
 
 @dataclass(frozen=True)
 class Shrink(Resize):

@@ -18,7 +18,7 @@ from planner.view import Hold, JobView, PassView, PreemptionView, Stage
 from preemption.model import Outcome, Preemptor, Running
 from preemption.planner import plan as plan_preemption
 from preemption.quota_limits import quota_limits
-from propagation.division import with_assumed
+from propagation.spent import with_assumed
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass
 from quota.priority import is_opportunistic

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from propagation.clusters import affinity_mismatch, filter_clusters
-from propagation.fit import Domain, Packing, Replica, admitted, expand, pack, pack_summed
+from propagation.fit import Packing, Replica, admitted, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
-from propagation.topology import HOSTNAME_LEVEL, domain_text, place
+from propagation.topology import domain_text, place
 from propagation.views import (
     ClusterView,
     DivisionPreference,
     FitMode,
     JobDemand,
-    NodeGroup,
     PlacementRules,
     Role,
     SchedulingType,
@@ -343,53 +342,3 @@ def _by_weight(replicas: int, weights: dict[str, int]) -> dict[str, int] | None:
     for name in order[:left]:
         base[name] += 1
     return base
-
-
-def with_assumed(cluster: ClusterView, assumed: Sequence[Resources],
-                 domains: Sequence[Domain] = ()) -> ClusterView:
-    """``cluster`` with capacity the hub has bound but the member has not reported yet
-    taken out, so that two decisions never spend the same GPU. Each assumed request is
-    removed from the nodes it fits best, as the member's scheduler would place it: within
-    ``domains`` (the topology domains its share keeps to) when given."""
-    if not assumed:
-        return cluster
-    groups = list(cluster.node_groups)
-    within = [tuple(kv for kv in domain if kv[0] != HOSTNAME_LEVEL) for domain in domains]
-    for request in assumed:
-        groups = _subtract(groups, request, within)
-    return replace(cluster, node_groups=tuple(groups))
-
-
-def _in_domains(group: NodeGroup, domains: Sequence[Domain]) -> bool:
-    labels = set(group.labels)
-    return any(labels.issuperset(domain) for domain in domains)
-
-
-def _subtract(groups: list[NodeGroup], request: Resources,
-              domains: Sequence[Domain] = ()) -> list[NodeGroup]:
-    wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
-    best: tuple[tuple[int, ...], int] | None = None
-    for i, group in enumerate(groups):
-        if domains and not _in_domains(group, domains):
-            continue
-        free = dict(group.free.items_)
-        left = tuple([free.get(name, 0) - amount for name, amount in wanted])
-        if min(left, default=0) >= 0 and (best is None or (left, i) < best):
-            best = (left, i)
-    if best is None:  # (the domain's nodes are already reported full: take it anywhere)
-        return _subtract(groups, request) if domains else groups
-    index = best[1]
-    group = groups[index]
-    rest = [] if group.count == 1 else [NodeGroup(group.count - 1, group.free, group.labels,
-                                                  group.nodes[1:])]
-    taken = NodeGroup(1, group.free - request, group.labels, group.nodes[:1])
-    out = [*groups[:index], *rest, *groups[index + 1:]]
-    # A node left as others of its kind already are joins their group: else every assumed
-    # replica would add a group, and each decision after it would cost more.
-    for i, other in enumerate(out):
-        if other.free == taken.free and other.labels == taken.labels and bool(
-                other.nodes) == bool(taken.nodes):
-            out[i] = NodeGroup(other.count + 1, other.free, other.labels,
-                               tuple(sorted((*other.nodes, *taken.nodes))))
-            return out
-    return [*groups[:index], *rest, taken, *groups[index + 1:]]

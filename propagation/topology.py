@@ -26,14 +26,14 @@ Pure: frozen views in, a packing out; deterministic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import networkx as nx
 
 from propagation.fit import Domain, Packing, Replica, pack
 from propagation.resources import Resources, scarcity_order
-from propagation.views import ClusterView, NodeGroup, TopologyRequest
+from propagation.views import HOSTNAME_LEVEL, ClusterView, NodeGroup, TopologyRequest
 
-HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself (as fleet.api.protocol names it)
 MAX_DOMAINS = 4096  # domains one decision looks at in one cluster (hostnames count one each)
 Candidate = tuple[Domain, tuple[NodeGroup, ...]]
 TreeNode = Domain | int  # a domain (its label path), or a node group's index
@@ -211,6 +211,31 @@ def _in_cluster(cluster: ClusterView, packing: Packing) -> Packing:
     """``packing`` with what it leaves free counted over the whole cluster."""
     used = sum((replica.request for replica, _ in packing.placed), Resources())
     return Packing(packing.placed, packing.unplaced, cluster.free - used, packing.domains)
+
+
+def within(cluster: ClusterView, domains: Sequence[Domain]) -> ClusterView:
+    """``cluster`` with only the nodes of ``domains`` (a share's, which the agent pins its
+    pods to): where that share may grow. All of it when there are none."""
+    if not domains:
+        return cluster
+    groups = []
+    for group in cluster.node_groups:
+        labels = set(group.labels)
+        named: set[str] = set()
+        whole = False
+        for domain in domains:
+            host = dict(domain).get(HOSTNAME_LEVEL)
+            if not labels.issuperset(kv for kv in domain if kv[0] != HOSTNAME_LEVEL):
+                continue
+            if host is None:
+                whole = True
+                break
+            named |= {host} & set(group.nodes[: group.count])
+        if whole:
+            groups.append(group)
+        elif named:
+            groups.append(NodeGroup(len(named), group.free, group.labels, tuple(sorted(named))))
+    return replace(cluster, node_groups=tuple(groups))
 
 
 def domain_text(domain: Domain) -> str:

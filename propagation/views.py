@@ -44,6 +44,9 @@ class Role:
         return self.request.scaled(self.replicas)
 
 
+HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself (as fleet.api.protocol names it)
+
+
 @dataclass(frozen=True)
 class TopologyRequest:
     """The gang packs within one domain of ``level`` (a node label key, e.g. a rack) on each

@@ -11,8 +11,9 @@ import time
 from e2e.bench.results import Result
 from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS as TOPOLOGY_LEVELS
 from member_agent.capacity import grouped, node_free, wire
-from propagation.division import divide, with_assumed
+from propagation.division import divide
 from propagation.resources import Resources
+from propagation.spent import with_assumed
 from propagation.views import ClusterView, FitMode, JobDemand, NodeGroup, PlacementRules, Role
 from quota.amounts import MAX_JOBS
 from quota.engine import AdmissionPass, Job

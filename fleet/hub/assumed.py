@@ -19,8 +19,8 @@ from fleet.api import protocol
 from fleet.hub.cache import Snapshot
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
-from propagation.division import with_assumed
 from propagation.resources import Resources
+from propagation.spent import with_assumed
 from propagation.views import ClusterView
 
 # ("<Work uid>/<generation>", per-replica requests, the topology domains its share keeps to)

@@ -370,7 +370,8 @@ class Writer:
     def resize(self, intent: Resize, job: Body, adapter: KindAdapter, ctx: PassContext) -> None:
         """An elastic job grown or shrunk in place: its placement (same generation), then
         the Works of the clusters whose share changed; an event and its Resized condition
-        say so. A Work not rewritten now is by the status mirror (``follow_resize``)."""
+        say so; a member it grows onto gets its Work now. A Work not rewritten (or created)
+        now is by the status mirror (``follow_resize``), or the next pass (``Dispatch``)."""
         grown = intent.grown
         now = now_text()
         resized = self.dispatcher.resize(
@@ -381,8 +382,16 @@ class Writer:
         self.cache.upsert("jobs", resized)
         works = [wk for wk in ctx.snap.works_of(job["metadata"]["uid"])
                  if wk["spec"]["placement"]["cluster"] in intent.changed]
-        follow_resize(self.dispatcher, self.cache, resized, adapter,
-                      w.placement_dicts(intent.shares), works, now)
+        placement = w.placement_dicts(intent.shares)
+        follow_resize(self.dispatcher, self.cache, resized, adapter, placement, works, now)
+        have = {wk["spec"]["placement"]["cluster"] for wk in works}
+        new = [s for s in placement if s["cluster"] in intent.changed and s["cluster"] not in have]
+        if isinstance(intent, Grow) and new:  # grown onto a member it did not use
+            deps = self.dependencies(resized, adapter, ctx.snap, intent.propagate_deps)
+            phase = w.dispatch_phase(resized, ctx.snap.works_of(job["metadata"]["uid"]))
+            for work in self.dispatcher.create_works(
+                    [w.work_body(resized, adapter, s, placement, deps, phase) for s in new]):
+                self.cache.upsert("works", work)
         metrics.RESIZES.labels("grow" if grown else "shrink").inc()
         self.dispatcher.event(resized, "Resized", intent.reason)
         if isinstance(intent, Shrink):

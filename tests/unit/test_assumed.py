@@ -10,7 +10,7 @@ from typing import Any
 from fleet.hub.assumed import AssumedCapacity, share_requests, unreported_works
 from fleet.hub.cache import Cache
 from fleet.hub.views import cluster_view
-from propagation.division import with_assumed
+from propagation.spent import with_assumed
 from propagation.views import ClusterView
 
 Body = dict[str, Any]

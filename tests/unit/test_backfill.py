@@ -21,8 +21,9 @@ from planner.intents import Bind, Wait
 from planner.view import JobView, PolicyView, QuotaView, Stage, TimedJob
 from preemption.freed import with_freed
 from preemption.model import Pod
-from propagation.division import divide, with_assumed
+from propagation.division import divide
 from propagation.resources import GPU, Resources
+from propagation.spent import with_assumed
 from propagation.views import (
     Affinity,
     ClusterView,

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from propagation.binding import binding_message
-from propagation.division import Decision, divide, with_assumed
+from propagation.division import Decision, divide
 from propagation.resources import Resources
+from propagation.spent import with_assumed
 from propagation.views import (
     Affinity,
     ClusterView,

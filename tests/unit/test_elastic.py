@@ -396,3 +396,49 @@ def test_a_job_waiting_for_quota_holds_back_the_growth_of_jobs_holding_quota() -
     plan_ = plan_pass(view(running_job, queued, clusters=(nodes("a", 8),), quota=tree))
     assert [w.reason for w in plan_.waits] == ["QuotaExceeded"]
     assert not [i for i in plan_.intents if isinstance(i, Grow)]
+
+
+def grows_of(*jobs: JobView, clusters: tuple[ClusterView, ...]) -> list[Grow]:
+    return [i for i in plan_pass(view(*jobs, clusters=clusters)).intents if isinstance(i, Grow)]
+
+
+SPLIT = PolicyView("p", PlacementRules(max_clusters=2))
+
+
+def test_a_job_its_member_cannot_grow_grows_onto_another_when_its_policy_splits() -> None:
+    job = replace(elastic_bound("e", 2, 2, 6), policy=SPLIT)
+    [grow] = grows_of(job, clusters=(nodes("a", 1), nodes("b", 1), nodes("c", 2)))
+    assert (grow.before, grow.after, grow.changed) == (2, 5, ("a", "c"))
+    assert [(s.cluster, s.replicas, s.offsets) for s in grow.shares] == [
+        ("a", (("Worker", 3),), (("Worker", 0),)),
+        ("c", (("Worker", 2),), (("Worker", 3),))]  # after a's highest index: contiguous
+    assert dict(grow.spent) == {"a": (gpus(1),), "c": (gpus(1), gpus(1))}
+    assert grow.reason.startswith("grown 2→5 worker replicas on a (+1) and c (+2)")
+    # a policy that keeps a job on one member keeps it growing there only
+    [grow] = grows_of(elastic_bound("e", 2, 2, 6), clusters=(nodes("a", 1), nodes("c", 2)))
+    assert grow.changed == ("a",)
+
+
+def test_a_grown_share_waits_for_its_work_before_the_job_grows_again() -> None:
+    job = replace(elastic_bound("e", 2, 2, 6), policy=SPLIT)
+    [grow] = grows_of(job, clusters=(nodes("c", 2),))
+    grown = replace(job, placement=grow.shares,
+                    demand=JobDemand(job.key, (Role("Worker", 4, gpus(1)),)))
+    assert not grows_of(grown, clusters=(nodes("c", 2),))  # c's Work is not there yet
+    with_work = replace(grown, works=(*grown.works, WorkView("m-c/w-e", "c", "Running")))
+    [again] = grows_of(with_work, clusters=(nodes("c", 2),))
+    assert (again.before, again.after, again.changed) == (4, 6, ("c",))
+
+
+def test_a_share_grows_only_within_the_topology_domain_its_pods_are_pinned_to() -> None:
+    rack = "cloud.provider.com/topology-rack"
+    cluster = ClusterView("a", True, node_groups=(
+        NodeGroup(1, gpus(0), ((rack, "r1"),), ("a-n0",)),
+        NodeGroup(1, gpus(4), ((rack, "r2"),), ("a-n1",))), topology_levels=(rack,))
+    job = elastic_bound("e", 2, 2, 6)
+    pinned = replace(job, placement=(replace(job.placement[0], domains=(((rack, "r1"),),)),))
+    assert not grows_of(pinned, clusters=(cluster,))  # r1 is full; r2 is not the share's
+    [grow] = grows_of(replace(pinned, placement=(replace(
+        pinned.placement[0], domains=(((rack, "r2"),),)),)), clusters=(cluster,))
+    assert grow.after == 6
+    assert grow.shares[0].nodes == ("a-n0", "a-n1")

@@ -20,8 +20,9 @@ from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.capacity import group_nodes, grouped, wire
 from member_agent.topology import pinned
-from propagation.division import ClusterShare, divide, with_assumed
+from propagation.division import ClusterShare, divide
 from propagation.resources import Resources
+from propagation.spent import with_assumed
 from propagation.views import (
     ClusterView,
     JobDemand,
