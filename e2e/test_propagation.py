@@ -182,6 +182,38 @@ def test_kubectl_fleet_shows_every_member_share(fleet3: LocalFleet) -> None:
                                                                ("big-worker-3", "member2")}
 
 
+def test_the_gpu_model_a_pod_asks_for_decides_the_member(fleet3: LocalFleet) -> None:
+    """A nodeSelector on the GPU model (a label every agent reports): the 2-GPU job asking
+    for A100s would fit member3's T4 nodes most tightly, but goes where A100s are; one
+    asking for T4s goes to member3; one asking for a model nobody has waits, saying so."""
+    hub = fleet3.client(HUB)
+    setup_namespace(hub, "models")
+
+    def asking(name: str, model: str) -> Body:
+        job = seed_pytorchjob(name, "models", gpus=1, workers=1, run_for="2s")
+        for spec in job["spec"]["pytorchReplicaSpecs"].values():
+            spec["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": model}
+        return hub.create(r.PYTORCHJOBS, job)
+
+    a100 = asking("a100", "NVIDIA-A100-SXM4-80GB")
+    assert set(placement(hub, a100)) <= {"member1", "member2"}
+    t4 = asking("t4", "NVIDIA-T4")
+    assert set(placement(hub, t4)) == {"member3"}
+    for name in ("a100", "t4"):
+        wait_state(hub, name, "models", "Succeeded")
+    asking("h100", "NVIDIA-H100")
+
+    def reason() -> str | None:
+        message = str((hub.get(r.PYTORCHJOBS, "h100", "models").get("status") or {}
+                       ).get("queue", {}).get("message", ""))
+        return message or None
+
+    said = eventually(reason, what="h100's reason")
+    assert "member3: no node with nvidia.com/gpu.product in [NVIDIA-H100]" in said
+    for name in ("a100", "t4", "h100"):
+        hub.delete(r.PYTORCHJOBS, name, "models")
+
+
 def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: LocalFleet) -> None:
     hub = fleet3.client(HUB)
     setup_namespace(hub, "frag")

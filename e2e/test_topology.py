@@ -19,7 +19,12 @@ from e2e.conftest import eventually
 from e2e.jobs import delete_jobs, gang_namespace, hub_job, hub_state, pods, seed_pytorchjob
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.nodes import NodeShape, node_manifests
-from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS, JOB_UID, TOPOLOGY_REQUIRED
+from fleet.api.protocol import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    JOB_UID,
+    KUEUE_TOPOLOGY_REQUIRED,
+    TOPOLOGY_REQUIRED,
+)
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -127,3 +132,28 @@ def test_a_level_that_is_no_label_key_keeps_the_job_waiting_naming_the_annotatio
 
     condition = eventually(invalid, timeout=60, what="a Queuing condition, reason Invalid")
     assert f"metadata.annotations[{TOPOLOGY_REQUIRED}]" in condition["message"]
+
+
+def test_a_roles_own_kueue_topology_keeps_that_role_in_one_rack(racks: Kube, hub: Kube) -> None:
+    # Kueue's pod-set annotation on the workers' template only: the 2 workers of 2 GPUs keep
+    # to one rack, r1 (its one node of 4 GPUs fits them most tightly; r2 may be taken by an
+    # earlier test's gang), which they fill; the master is not pinned and runs outside it.
+    job = seed_pytorchjob("role-rack", NS, gpus=2, workers=2, run_for="1h")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][
+        KUEUE_TOPOLOGY_REQUIRED] = RACK
+    job = hub.create(r.PYTORCHJOBS, job)
+    hub_state(hub, job, "Running", timeout=120)
+    works, _ = hub.list(r.WORKS, f"fleet-member-{MEMBER}",
+                        label_selector=f"{JOB_UID}={job['metadata']['uid']}")
+    [placement] = [w["spec"]["placement"] for w in works]
+    assert placement["roleDomains"] == {"Worker": [{BLOCK: "b1", RACK: "r1"}]}
+    assert "domains" not in placement
+    placed = pods(racks, job)
+    assert len(placed) == 3
+    master = placed.pop("role-rack-master-0")
+    affinity = master["spec"]["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity  # not pinned
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchExpressions": [{"key": RACK, "operator": "NotIn", "values": ["r1"]}]}
+    assert RACKS.get(master["spec"]["nodeName"]) != "r1"
+    assert {RACKS.get(p["spec"]["nodeName"]) for p in placed.values()} == {"r1"}

@@ -15,8 +15,7 @@ from planner.reserving import waiting_after_rollback
 from planner.view import Hold, JobView, PassView, Reservation, Stage
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
-from propagation.division import divide
-from propagation.spent import with_assumed
+from propagation.division import divide, taken
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass, Holding
 from quota.queues import queue_names
@@ -188,15 +187,15 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         _keep_waiting(job, admission)
         return preempt_or(Wait(job.key, "Unschedulable", decision.reason))
     spent = share_requests(demand, decision)
-    domains = {share.cluster: share.domains for share in decision.shares}
     note = ""
     if backfill is not None:
         admitted, note = backfill.admits(job, spent, view.now)
         if not admitted:
             _keep_waiting(job, admission)
             return out, Wait(job.key, KEPT_BACK, note)
-    for cluster, requests in spent:  # taken now: the next decision sees it spent
-        capacity[cluster] = with_assumed(capacity[cluster], requests, domains[cluster])
+    per_role = {role.name: role.request for role in demand.roles}
+    for share in decision.shares:  # taken now: the next decision sees it spent
+        capacity[share.cluster] = taken(capacity[share.cluster], share, per_role)
     if preempting is not None:
         preempting.bound(job)
     admitted_at = admitted_by = ""

@@ -8,13 +8,14 @@ takes the largest share. Ties break by cluster name, so equal inputs give equal 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from propagation.clusters import affinity_mismatch, filter_clusters
 from propagation.fit import Packing, Replica, admitted, expand, pack, pack_summed
 from propagation.resources import Resources, scarcity_order
-from propagation.topology import domain_text, place
+from propagation.spent import with_assumed
+from propagation.topology import domain_text, place, place_roles
 from propagation.views import (
     ClusterView,
     DivisionPreference,
@@ -37,6 +38,8 @@ class ClusterShare:
     # The topology domains the share keeps to (each its node labels, top level first): one
     # for a required topology; the agent pins the share's pods there.
     domains: tuple[tuple[tuple[str, str], ...], ...] = ()
+    # Per role that asks for a topology of its own: the domains its pods are pinned to.
+    role_domains: tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ MEMO_SIZE = 256  # packings remembered per cluster view (a few per job shape)
 def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode,
           topology: TopologyRequest | None = None) -> Packing:
     """``replicas`` packed into ``cluster``, remembered on the (frozen) view. A topology
-    request packs node by node within its domains, whatever the mode."""
+    request (the job's, or its roles') packs node by node within its domains, whatever the
+    mode."""
     key = (mode, topology, *replicas) if topology is not None else (mode, *replicas)
     memo = cluster.packings
     packing = memo.get(key)
@@ -63,6 +67,8 @@ def _pack(cluster: ClusterView, replicas: Sequence[Replica], mode: FitMode,
         return packing
     if topology is not None:
         packing = place(cluster, replicas, topology)
+    elif any(replica.topology is not None for replica in replicas):
+        packing = place_roles(cluster, replicas)
     elif mode is FitMode.SUMMED:
         packing = pack_summed(replicas, cluster.free, cluster.node_groups)
     else:
@@ -110,6 +116,8 @@ def _explain(job: JobDemand, cluster: ClusterView, packing: Packing, mode: FitMo
     missing = packing.unplaced[0]
     if job.topology is not None:
         return _explain_topology(job, job.topology, cluster, packing)
+    if missing.topology is not None:
+        return _explain_role_topology(job, missing, cluster, packing)
     if missing.requirements and not admitted(cluster.node_groups, missing.requirements):
         wanted = ", ".join(str(r) for r in missing.requirements)
         return f"{cluster.name}: no node with {wanted} ({missing.role} requires it)"
@@ -140,6 +148,25 @@ def _explain_topology(job: JobDemand, topology: TopologyRequest, cluster: Cluste
             f"with room in any {level} domain ({topology})")
 
 
+def _explain_role_topology(job: JobDemand, missing: Replica, cluster: ClusterView,
+                           packing: Packing) -> str:
+    topology = missing.topology
+    assert topology is not None
+    level, role = topology.level, missing.role
+    if level not in cluster.topology_levels:
+        return f"{cluster.name}: reports no topology level {level} ({topology} of {role})"
+    wanted = next(r.replicas for r in job.roles if r.name == role)
+    if topology.required:
+        domains = dict(packing.role_domains).get(role, ())
+        held = sum(1 for replica, _ in packing.placed if replica.role == role)
+        fullest = f"; the fullest, {domain_text(domains[0])}, holds {held}" if domains else ""
+        return (f"{cluster.name}: no {level} domain holds all {wanted} {role} replicas "
+                f"({topology} of {role}{fullest})")
+    short = sum(1 for replica in packing.unplaced if replica.role == role)
+    return (f"{cluster.name}: {short} of {wanted} {role} replicas find no node with room in "
+            f"any {level} domain ({topology} of {role})")
+
+
 def _fmt(amounts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(amounts.items()))
 
@@ -154,8 +181,11 @@ def _share(job: JobDemand, cluster: str, placed: Sequence[tuple[Replica, str]],
     for name, count in here:
         offsets[name] = offsets.get(name, 0) + count
     nodes = tuple(sorted({node for _, node in placed if node}))
-    return ClusterShare(cluster, here, starts, nodes,
-                        domains=packing.domains if packing is not None else ())
+    if packing is None:
+        return ClusterShare(cluster, here, starts, nodes)
+    return ClusterShare(cluster, here, starts, nodes, domains=packing.domains,
+                        role_domains=tuple((role, domains) for role, domains
+                                           in packing.role_domains if role in dict(here)))
 
 
 def _left_then_name(item: tuple[tuple[int, ...], str, ClusterView]) -> tuple[tuple[int, ...], str]:
@@ -342,3 +372,13 @@ def _by_weight(replicas: int, weights: dict[str, int]) -> dict[str, int] | None:
     for name in order[:left]:
         base[name] += 1
     return base
+
+
+def taken(cluster: ClusterView, share: ClusterShare,
+          requests: Mapping[str, Resources]) -> ClusterView:
+    """``cluster`` less ``share``'s replicas (``requests``: per role, one replica's), each
+    role's within the domains its pods are pinned to: its own, or the share's."""
+    own = dict(share.role_domains)
+    for role, count in share.replicas:
+        cluster = with_assumed(cluster, [requests[role]] * count, own.get(role, share.domains))
+    return cluster

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from propagation.resources import Resources, scarcity_order
-from propagation.views import NodeGroup, NodeLabelIn, Role, admits_all
+from propagation.views import NodeGroup, NodeLabelIn, Role, TopologyRequest, admits_all
 
 Labels = tuple[tuple[str, str], ...]
 Domain = tuple[tuple[str, str], ...]  # one topology domain: its labels, top level first
@@ -30,11 +30,12 @@ class Replica:
     request: Resources
     leader: bool
     requirements: tuple[NodeLabelIn, ...] = ()
+    topology: TopologyRequest | None = None  # its role's own (see Role.topology)
 
 
 def expand(roles: Sequence[Role]) -> list[Replica]:
     """Every replica of ``roles``, largest first (leaders first among equals), deterministic."""
-    replicas = [Replica(r.name, r.request, r.leader, r.node_requirements)
+    replicas = [Replica(r.name, r.request, r.leader, r.node_requirements, r.topology)
                 for r in roles for _ in range(r.replicas)]
     order = scarcity_order(sum((r.request for r in roles), Resources()))
 
@@ -132,6 +133,8 @@ class Packing:
     unplaced: tuple[Replica, ...]
     leftover: Resources  # free capacity left in the cluster
     domains: tuple[Domain, ...] = ()  # the topology domains the placed replicas keep to
+    # Roles that ask for a topology of their own: the domains each role's replicas keep to.
+    role_domains: tuple[tuple[str, tuple[Domain, ...]], ...] = ()
 
 
 def pack(replicas: Sequence[Replica], groups: Sequence[NodeGroup],

@@ -32,6 +32,7 @@ import networkx as nx
 
 from propagation.fit import Domain, Packing, Replica, pack
 from propagation.resources import Resources, scarcity_order
+from propagation.spent import with_assumed
 from propagation.views import HOSTNAME_LEVEL, ClusterView, NodeGroup, TopologyRequest
 
 MAX_DOMAINS = 4096  # domains one decision looks at in one cluster (hostnames count one each)
@@ -162,6 +163,38 @@ def place(cluster: ClusterView, replicas: Sequence[Replica],
         return _in_cluster(cluster, fullest) if fullest is not None else \
             Packing((), tuple(replicas), cluster.free)
     return _in_cluster(cluster, _fewest_nearby(replicas, found))
+
+
+def place_roles(cluster: ClusterView, replicas: Sequence[Replica]) -> Packing:
+    """Kueue's pod-set topology: the replicas of each role that asks for a topology of its
+    own packed within its domain of its level (``place``), role after role in the order of
+    ``replicas`` (largest first), each on what the roles before it left; then the roles
+    that ask for none, anywhere on what is left. The packing names each role's domains."""
+    by_role: dict[str, list[Replica]] = {}
+    for replica in replicas:
+        by_role.setdefault(replica.role, []).append(replica)
+    view = cluster
+    placed: list[tuple[Replica, str]] = []
+    unplaced: list[Replica] = []
+    role_domains: list[tuple[str, tuple[Domain, ...]]] = []
+    free_roles: list[Replica] = []
+    for role, own in by_role.items():
+        request = own[0].topology
+        if request is None:
+            free_roles += own
+            continue
+        packing = place(view, own, request)
+        placed += packing.placed
+        unplaced += packing.unplaced
+        if packing.domains:
+            role_domains.append((role, packing.domains))
+        view = with_assumed(view, [r.request for r, _ in packing.placed], packing.domains)
+    if free_roles:
+        rest = pack(free_roles, view.node_groups, view.free)
+        placed += rest.placed
+        unplaced += rest.unplaced
+    used = sum((replica.request for replica, _ in placed), Resources())
+    return Packing(tuple(placed), tuple(unplaced), cluster.free - used, (), tuple(role_domains))
 
 
 def _fewest_nearby(replicas: Sequence[Replica], found: Sequence[Candidate]) -> Packing:

@@ -38,6 +38,9 @@ class Role:
     request: Resources
     leader: bool = False  # master, launcher or chief: goes with the largest share
     node_requirements: tuple[NodeLabelIn, ...] = ()  # all must hold on a replica's node
+    # The topology this role's replicas keep to on each member (its pod template's
+    # annotation, Kueue's pod-set topology); the job's own request covers every role.
+    topology: TopologyRequest | None = None
 
     @property
     def total(self) -> Resources:

@@ -11,7 +11,7 @@ reports are integers in canonical units (cpu in millicores, memory in bytes, dev
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from pydantic.config import JsonDict
@@ -152,6 +152,11 @@ class WorkPlacement(KubeModel):
         default_factory=list, max_length=MAX_SHARE_DOMAINS,
         description="The topology domains the share keeps to (each the node labels of one "
                     "domain, top level first): the agent pins the share's pods to them.")
+    role_domains: dict[str, Annotated[list[dict[str, str]], Field(
+        max_length=MAX_SHARE_DOMAINS)]] = Field(
+        default_factory=dict,
+        description="Per role whose pod template asks for a topology of its own: the "
+                    "domains that role's pods keep to (the agent pins its template to them).")
     generation: int = Field(
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "

@@ -56,6 +56,13 @@ PREEMPTED_BY = f"{GROUP}/preempted-by"
 # a condition naming the annotation.
 TOPOLOGY_REQUIRED = f"{GROUP}/podset-required-topology"
 TOPOLOGY_PREFERRED = f"{GROUP}/podset-preferred-topology"
+# On a replica's pod template, these (or Kueue's own keys) ask the same of that role's
+# replicas only, as Kueue reads them on each pod set; read by :func:`role_topology_request`.
+KUEUE_TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+_JOB_TOPOLOGY = ((TOPOLOGY_REQUIRED, True), (TOPOLOGY_PREFERRED, False))
+_ROLE_TOPOLOGY = (*_JOB_TOPOLOGY, (KUEUE_TOPOLOGY_REQUIRED, True),
+                  (KUEUE_TOPOLOGY_PREFERRED, False))
 # An elastic job's last resize (grown or shrunk in place): {"reason", "message", "time"}.
 RESIZED = f"{GROUP}/resized"
 # -- on a hub job, set by its user -----------------------------------------------------------
@@ -125,6 +132,11 @@ RESERVING, REFUSED = "Reserving", "Refused"  # its reasons while False (True: RE
 PLACEHOLDER = f"{GROUP}/placeholder"  # label: "true"
 PLACEHOLDER_ROLE = f"{GROUP}/placeholder-role"  # label: the lower-case replica type it holds for
 PLACEHOLDER_INDEX = f"{GROUP}/placeholder-index"  # label: the replica index it holds for
+
+# The node labels every agent reports on its node groups (besides its topology levels): the
+# hub places a replica whose pod requires one of them (nodeSelector, required node affinity)
+# only on nodes that carry it.
+REPORTED_NODE_LABELS = ("nvidia.com/gpu.product", "topology.kubernetes.io/zone")
 
 # -- topology levels a member reports (its agent's FLEET_TOPOLOGY_LEVELS, these by default) ----
 HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself: a domain of one node
@@ -204,16 +216,22 @@ class Share(Protocol):
     def copy(self) -> bool: ...
     @property
     def domains(self) -> tuple[tuple[tuple[str, str], ...], ...]: ...
+    @property
+    def role_domains(self) -> tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]],
+                                    ...]: ...
 
 
 def placement_dicts(shares: Iterable[Share]) -> list[dict[str, Any]]:
     """The shares as the PLACEMENT text and the Works spell them: per share its cluster,
     replicas and offsets per role, the nodes it was packed onto, ``copy`` for a whole copy
     (Duplicated), and the topology domains it keeps to (each the node labels of one domain,
-    top level first)."""
+    top level first), the whole share's or per role (``roleDomains``)."""
     return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
              "nodes": list(s.nodes), **({"copy": True} if s.copy else {}),
-             **({"domains": [dict(d) for d in s.domains]} if s.domains else {})}
+             **({"domains": [dict(d) for d in s.domains]} if s.domains else {}),
+             **({"roleDomains": {role: [dict(d) for d in domains]
+                                 for role, domains in s.role_domains}}
+                if s.role_domains else {})}
             for s in shares]
 
 
@@ -224,8 +242,21 @@ def encode_placement(shares: Iterable[Share]) -> str:
 
 def share_domains(share: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], ...]:
     """The topology domains a decoded share (or a Work's placement) keeps to."""
-    return tuple(tuple((str(k), str(v)) for k, v in domain.items())
-                 for domain in share.get("domains") or ())
+    return _domains(share.get("domains"))
+
+
+def share_role_domains(share: Mapping[str, Any]
+                       ) -> tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]], ...]:
+    """Per role with a topology of its own, the domains a decoded share (or a Work's
+    placement) keeps that role's pods to."""
+    found = share.get("roleDomains")
+    if not isinstance(found, Mapping):
+        return ()
+    return tuple((str(role), _domains(domains)) for role, domains in found.items())
+
+
+def _domains(found: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+    return tuple(tuple((str(k), str(v)) for k, v in domain.items()) for domain in found or ())
 
 
 # -- topology ----------------------------------------------------------------------------
@@ -241,23 +272,35 @@ def label_key_error(key: str) -> str:
     return ""
 
 
-def topology_request(meta: Mapping[str, Any]) -> tuple[str, bool] | None:
+def topology_request(meta: Mapping[str, Any], where: str = "metadata",
+                     keys: tuple[tuple[str, bool], ...] = _JOB_TOPOLOGY
+                     ) -> tuple[str, bool] | None:
     """The topology level (a node label key) a job's gang packs within, and whether that is
     required (else preferred); None when the job asks for none. Raises ValueError naming the
-    annotation for a value that is not a label key, or when both annotations are set."""
+    annotation (under ``where``) for a value that is not a label key, or when more than one
+    is set."""
     annotations = _annotations(meta)
-    found = [(key, annotations[key]) for key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
-             if key in annotations]
+    found = [(key, annotations[key], required) for key, required in keys if key in annotations]
     if not found:
         return None
     if len(found) > 1:
-        raise ValueError(f"metadata.annotations[{TOPOLOGY_REQUIRED}] and "
-                         f"[{TOPOLOGY_PREFERRED}]: set one of them, not both")
-    key, level = found[0]
+        raise ValueError(f"{where}.annotations[{found[0][0]}] and [{found[1][0]}]: set one "
+                         "of them, not both")
+    key, level, required = found[0]
     error = label_key_error(level)
     if error:
-        raise ValueError(f"metadata.annotations[{key}]: {error}")
-    return str(level), key == TOPOLOGY_REQUIRED
+        raise ValueError(f"{where}.annotations[{key}]: {error}")
+    return str(level), required
+
+
+def role_topology_request(template: Mapping[str, Any], where: str) -> tuple[str, bool] | None:
+    """:func:`topology_request` of one role's pod template (at ``where``), fleet's keys or
+    Kueue's: that role's replicas pack within one domain of the level on each member."""
+    meta = template.get("metadata") if isinstance(template, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    if not isinstance(meta.get("annotations") or {}, Mapping):
+        raise ValueError(f"{where}.metadata.annotations: must be a map of strings")
+    return topology_request(meta, f"{where}.metadata", _ROLE_TOPOLOGY)
 
 
 def topology_levels(text: str | None) -> tuple[str, ...]:

@@ -23,16 +23,27 @@ from propagation.resources import Resources
 from propagation.spent import with_assumed
 from propagation.views import ClusterView
 
-# ("<Work uid>/<generation>", per-replica requests, the topology domains its share keeps to)
-Share = tuple[str, list[Resources], tuple[tuple[tuple[str, str], ...], ...]]
+Domains = tuple[tuple[tuple[str, str], ...], ...]
+# Per role of a share: its replicas' requests and the topology domains they keep to.
+Batches = list[tuple[list[Resources], Domains]]
+Share = tuple[str, Domains, list[Resources]]  # ("<Work uid>/<generation>", domains, requests)
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:
     """Per-replica requests of the share a Work carries."""
+    return [request for requests, _ in share_batches(work) for request in requests]
+
+
+def share_batches(work: Mapping[str, Any]) -> Batches:
+    """Per role of the share a Work carries: its replicas' requests, and the domains they
+    keep to (the role's own, else the share's)."""
     manifest = work["spec"]["manifests"][0]
     adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
     demand = adapter.demand("", manifest)
-    return [role.request for role in demand.roles for _ in range(role.replicas)]
+    placement = work["spec"]["placement"]
+    domains, own = protocol.share_domains(placement), dict(protocol.share_role_domains(placement))
+    return [([role.request] * role.replicas, own.get(role.name, domains))
+            for role in demand.roles]
 
 
 def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
@@ -68,7 +79,7 @@ class AssumedCapacity:
     """Cluster views with unreported Works taken out, reusing the last pass's work."""
 
     def __init__(self) -> None:
-        self._requests: dict[tuple[str, int], list[Resources]] = {}
+        self._requests: dict[tuple[str, int], Batches] = {}
         self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
 
     def views(self, clusters: Sequence[ClusterView], snap: Snapshot,
@@ -81,29 +92,30 @@ class AssumedCapacity:
         self._requests = {k: v for k, v in self._requests.items() if k in live}
         out = {}
         for cluster in clusters:
-            shares = [self._share(w) for w in unreported.get(cluster.name, [])]
+            shares = [s for w in unreported.get(cluster.name, []) for s in self._share(w)]
             view = self._with_shares(cluster, shares)
             out[cluster.name] = with_assumed(view, list(inflight.get(cluster.name, [])))
         self._views = {k: v for k, v in self._views.items() if k in out}
         return out
 
-    def _share(self, work: Mapping[str, Any]) -> Share:
+    def _share(self, work: Mapping[str, Any]) -> list[Share]:
+        """A Work's share, a part per set of domains its roles keep to (one for most)."""
         meta = work["metadata"]
         key = (meta["uid"], meta.get("generation", 0))
         if key not in self._requests:
-            self._requests[key] = share_requests(work)
-        return (f"{meta['uid']}/{key[1]}", self._requests[key],  # a resized Work: new key
-                protocol.share_domains(work["spec"]["placement"]))
+            self._requests[key] = share_batches(work)
+        uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key
+        return [(uid, domains, requests) for requests, domains in self._requests[key]]
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
-        uids = tuple(uid for uid, _, _ in shares)
+        uids = tuple(uid for uid, _, _ in shares)  # a Work of several parts is here as many
         start, view = 0, cluster
         last = self._views.get(cluster.name)
         if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
             start, view = len(last[1]), last[2]
         # Each share within its domains; consecutive shares of the same domains (most have
         # none) in one go, as subtracting is cheaper once per view.
-        for domains, batch in itertools.groupby(shares[start:], key=lambda share: share[2]):
-            view = with_assumed(view, [r for _, requests, _ in batch for r in requests], domains)
+        for domains, batch in itertools.groupby(shares[start:], key=lambda share: share[1]):
+            view = with_assumed(view, [r for _, _, requests in batch for r in requests], domains)
         self._views[cluster.name] = (cluster, uids, view)
         return view

@@ -24,6 +24,7 @@ from fleet.api.protocol import (
     encode_placement,
     placement_dicts,
     share_domains,
+    share_role_domains,
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
@@ -36,7 +37,7 @@ __all__ = ["CLUSTERS", "FAILOVER_AVOID", "FAILOVER_SINCE", "FINALIZER", "JOB_GEN
            "JOB_UID", "PLACEMENT", "PREEMPTED_BY", "PURGE_MODE", "RESIZED",
            "TOPOLOGY_PREFERRED", "TOPOLOGY_REQUIRED", "decode_placement",
            "encode_placement", "member_manifest", "outdated", "placement_dicts",
-           "placement_of", "share_domains", "work_body", "work_name"]
+           "placement_of", "share_domains", "share_role_domains", "work_body", "work_name"]
 # What a member copy does not carry: the hub's bookkeeping on the job, and kubectl's.
 HUB_ANNOTATIONS = (*p.HUB_ONLY, "kubectl.kubernetes.io/last-applied-configuration")
 
@@ -47,7 +48,7 @@ def placement_of(job: Mapping[str, Any]) -> tuple[ClusterShare, ...]:
     """A bound job's placement as the planner's shares (() for a job not bound)."""
     return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
                               tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
-                              bool(s.get("copy")), share_domains(s))
+                              bool(s.get("copy")), share_domains(s), share_role_domains(s))
                  for s in decode_placement(job))
 
 
@@ -103,6 +104,8 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
             "placement": {"cluster": share["cluster"], "replicas": share["replicas"],
                           "offsets": share["offsets"], "nodes": share.get("nodes", []),
                           **({"domains": share["domains"]} if share.get("domains") else {}),
+                          **({"roleDomains": share["roleDomains"]}
+                             if share.get("roleDomains") else {}),
                           "generation": p.placement_generation(meta),
                           **({"phase": phase} if phase else {})},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],

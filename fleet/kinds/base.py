@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.api import limits
-from fleet.api.protocol import topology_request
+from fleet.api.protocol import REPORTED_NODE_LABELS, role_topology_request, topology_request
 from fleet.api.quantity import QuantityError, canonical
 from fleet.clients.resources import Resource
 from fleet.kinds.deps import t9k_references, template_references
 from propagation.resources import Resources
-from propagation.views import JobDemand, Role, TopologyRequest
+from propagation.views import JobDemand, NodeLabelIn, Role, TopologyRequest
 
 Body = dict[str, Any]
 
@@ -51,6 +51,39 @@ def pod_request(template: Mapping[str, Any]) -> Resources:
         for name, amount in container_request(init).items():
             total[name] = max(total.get(name, 0), amount)
     return Resources.of(total)
+
+
+def node_requirements(template: Mapping[str, Any]) -> tuple[NodeLabelIn, ...]:
+    """What a pod's ``nodeSelector`` and required node affinity ask of the node labels the
+    members report (``REPORTED_NODE_LABELS``: the GPU model, the zone), so the hub places
+    its replicas only on nodes that carry them, as the member's scheduler will. Other keys,
+    and affinity that is not one term of ``In`` expressions (several terms are ORed), are
+    left to the member's scheduler."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return ()
+    wanted: dict[str, set[str]] = {}
+
+    def require(key: object, values: set[str]) -> None:
+        if key in REPORTED_NODE_LABELS:
+            wanted[str(key)] = wanted[str(key)] & values if key in wanted else values
+
+    selector = spec.get("nodeSelector")
+    for key, value in (selector.items() if isinstance(selector, Mapping) else ()):
+        require(key, {str(value)})
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") \
+        if isinstance(node, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    expressions = terms[0].get("matchExpressions") if isinstance(terms, list) and \
+        len(terms) == 1 and isinstance(terms[0], Mapping) else None
+    if isinstance(expressions, list):
+        for expression in expressions:
+            if isinstance(expression, Mapping) and expression.get("operator") == "In" and \
+                    isinstance(expression.get("values"), list):
+                require(expression.get("key"), {str(v) for v in expression["values"]})
+    return tuple(NodeLabelIn(key, tuple(sorted(values))) for key, values in sorted(wanted.items()))
 
 
 class KindAdapter:
@@ -120,11 +153,23 @@ class KindAdapter:
             if negative:
                 raise InvalidJob(f"{self.role_path(role.name)}.template: negative "
                                  f"request of {', '.join(negative)}")
-            out.append(Role(role.name, role.replicas, request, role.leader))
+            try:
+                own = role_topology_request(role.template, f"{self.role_path(role.name)}"
+                                                           ".template")
+            except ValueError as exc:
+                raise InvalidJob(str(exc)) from None
+            out.append(Role(role.name, role.replicas, request, role.leader,
+                            node_requirements(role.template),
+                            TopologyRequest(*own) if own is not None else None))
         try:
             topology = topology_request(body.get("metadata") or {})
         except ValueError as exc:
             raise InvalidJob(str(exc)) from None
+        if topology is not None and any(role.topology for role in out):
+            named = next(r.name for r in out if r.topology)
+            raise InvalidJob(f"{self.role_path(named)}.template.metadata.annotations: a "
+                             "topology of its own, while the job's metadata.annotations ask "
+                             "one of the whole gang: set one or the other")
         return JobDemand(key, tuple(out),
                          TopologyRequest(*topology) if topology is not None else None)
 

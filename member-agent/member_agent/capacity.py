@@ -17,11 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LEVEL, MAX_TOPOLOGY_GROUPS
+from fleet.api.protocol import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    HOSTNAME_LEVEL,
+    MAX_TOPOLOGY_GROUPS,
+    REPORTED_NODE_LABELS,
+)
 from fleet.api.quantity import canonical
 from fleet.kinds.base import pod_request
 
-GROUP_LABELS = ("nvidia.com/gpu.product", "topology.kubernetes.io/zone")
 TERMINATED = ("Succeeded", "Failed")
 REPORTED = ("cpu", "memory", "nvidia.com/gpu", "pods")
 QUANTUM = {"cpu": 1000, "memory": 2**30, "ephemeral-storage": 2**30}  # canonical units
@@ -113,7 +117,7 @@ def grouped(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]
     hostname = (HOSTNAME_LEVEL,) if HOSTNAME_LEVEL in topology_levels else ()
     free_by_node = sorted(node_free(nodes, pods, reserved).items())
     while True:
-        kept = {*GROUP_LABELS, *levels}
+        kept = {*REPORTED_NODE_LABELS, *levels}
         labels_of = {
             n["metadata"]["name"]: {k: v for k, v in (n["metadata"].get("labels") or {}).items()
                                     if k in kept}

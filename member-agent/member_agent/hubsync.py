@@ -326,8 +326,9 @@ class HubSync:
         manifests = work["spec"]["manifests"]
         # The share's pods stay in the topology domains the hub packed it into.
         domains = protocol.share_domains(work["spec"]["placement"])
-        if domains:
-            manifests = [pinned(manifests[0], domains), *manifests[1:]]
+        role_domains = protocol.share_role_domains(work["spec"]["placement"])
+        if domains or role_domains:
+            manifests = [pinned(manifests[0], domains, role_domains), *manifests[1:]]
         # What the job needs first: its pods refer to its PriorityClass and dependencies.
         applied: Body | None = None  # the job, last
         for manifest in [*manifests[1:], manifests[0]]:

@@ -4,9 +4,11 @@ The hub packs a gang that asks for a topology level (a rack, a block) within one
 and names the domain in the share it puts in the Work (``spec.placement.domains``: each
 domain as the node labels that identify it, top level first). The agent applies the member
 copy with a required node affinity to those domains on every pod template, so the member's
-scheduler places the pods there and nowhere else. A template's own required node affinity is
-kept: its terms are ANDed with the domains (node selector terms are ORed, so each of its
-terms is joined with each domain).
+scheduler places the pods there and nowhere else. A role whose pod template asks for a
+topology of its own (Kueue's pod-set topology) has its own domains
+(``spec.placement.roleDomains``), and only its template is pinned to them. A template's own
+required node affinity is kept: its terms are ANDed with the domains (node selector terms are
+ORed, so each of its terms is joined with each domain).
 
 Pure: a manifest and the domains in, a new manifest out.
 """
@@ -43,17 +45,43 @@ def _joined(existing: Sequence[Mapping[str, Any]], terms: Sequence[Body]) -> lis
     return out
 
 
-def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain]) -> Body:
+def _prefer_outside(template: Body, domains: Sequence[Domain]) -> None:
+    """A preferred node affinity away from ``domains`` (by their lowest level's label: a
+    preference, so an exact match is not needed)."""
+    lowest: dict[str, set[str]] = {}
+    for domain in domains:
+        if domain:
+            key, value = domain[-1]
+            lowest.setdefault(key, set()).add(value)
+    if not lowest:
+        return
+    affinity = template.setdefault("spec", {}).setdefault("affinity", {}).setdefault(
+        "nodeAffinity", {})
+    preferred = affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    preferred.append({"weight": 100, "preference": {"matchExpressions": [
+        {"key": key, "operator": "NotIn", "values": sorted(values)}
+        for key, values in sorted(lowest.items())]}})
+
+
+def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain],
+           role_domains: Sequence[tuple[str, Sequence[Domain]]] = ()) -> Body:
     """A copy of the member job whose every pod template requires a node in one of
-    ``domains`` (the manifest itself, copied, when there are none)."""
+    ``domains``, or of its role's own ``role_domains`` (the manifest itself, copied, when
+    there are none). A role with no domains beside roles with their own prefers nodes outside
+    theirs, so that its pods, which the scheduler may place first, leave those domains'
+    room to the roles that must have it."""
     body = copy.deepcopy(dict(manifest))
-    terms = domain_terms(domains)
-    if not terms:
+    if not domains and not role_domains:
         return body
+    own = dict(role_domains)
     adapter = adapter_for(body["apiVersion"], body["kind"])
-    for _, spec in adapter.replica_specs(body):
+    for name, spec in adapter.replica_specs(body):
         template = spec.get("template")
         if not isinstance(template, dict):
+            continue
+        terms = domain_terms(own.get(name) or domains)
+        if not terms:
+            _prefer_outside(template, [d for found in own.values() for d in found])
             continue
         pod = template.setdefault("spec", {})
         affinity = pod.setdefault("affinity", {}).setdefault("nodeAffinity", {})

@@ -1,8 +1,14 @@
 """A role's required node labels (a GPU model, say): division only packs its replicas onto
-nodes whose labels satisfy them, in node-aware and in summed mode."""
+nodes whose labels satisfy them, in node-aware and in summed mode; the hub reads them from a
+pod template's nodeSelector and required node affinity on the labels members report."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from e2e.jobs import seed_pytorchjob
+from fleet.kinds import adapter_for
+from fleet.kinds.base import node_requirements
 from propagation.division import divide
 from propagation.fit import Bins, expand, pack
 from propagation.resources import Resources
@@ -18,6 +24,8 @@ from propagation.views import (
 
 GPU = "nvidia.com/gpu"
 MODEL = "nvidia.com/gpu.product"
+ZONE = "topology.kubernetes.io/zone"
+Body = dict[str, Any]
 
 
 def node(count: int, gpus: int, model: str, names: tuple[str, ...] = ()) -> NodeGroup:
@@ -82,3 +90,54 @@ def test_weighted_division_counts_only_accepted_nodes() -> None:
     b = ClusterView("b", True, node_groups=(node(3, 1, "T4"),))
     decision = divide(job(4, 1, "T4"), [a, b], PlacementRules(gang=False))
     assert placed(decision.shares) == {"a": 1, "b": 3}
+
+
+# -- from the pod templates ------------------------------------------------------------------
+def template(spec: Body) -> Body:
+    return {"spec": {"containers": [{"name": "c"}], **spec}}
+
+
+def affinity(*terms: list[Body]) -> Body:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}}}
+
+
+def test_selector_and_affinity_on_reported_labels_become_requirements() -> None:
+    assert node_requirements(template({"nodeSelector": {MODEL: "A100", "kubernetes.io/os":
+                                                        "linux"}})) == (
+        NodeLabelIn(MODEL, ("A100",)),)  # a key members do not report is the member's
+    both = template({
+        "nodeSelector": {MODEL: "A100"},
+        "affinity": affinity([{"key": MODEL, "operator": "In", "values": ["A100", "H100"]},
+                              {"key": ZONE, "operator": "In", "values": ["z1", "z2"]},
+                              {"key": ZONE, "operator": "NotIn", "values": ["z1"]}])})
+    assert node_requirements(both) == (NodeLabelIn(MODEL, ("A100",)),
+                                       NodeLabelIn(ZONE, ("z1", "z2")))
+    ored = template({"affinity": affinity([{"key": MODEL, "operator": "In", "values": ["A"]}],
+                                          [{"key": MODEL, "operator": "In", "values": ["B"]}])})
+    assert node_requirements(ored) == ()  # several terms are ORed: left to the member
+    for junk in ({"nodeSelector": 5}, {"affinity": {"nodeAffinity": 1}},
+                 {"affinity": {"nodeAffinity": {
+                     "requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [5]}}}}, {"affinity": {"nodeAffinity": {
+                     "requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": 3}]}}}}):
+        assert node_requirements(template(junk)) == ()
+
+
+def member(name: str, model: str) -> ClusterView:
+    return ClusterView(name, True, node_groups=(
+        NodeGroup(4, Resources.of({"nvidia.com/gpu": 8, "cpu": 96_000, "memory": 1 << 40}),
+                  ((MODEL, model),)),))
+
+
+def test_a_job_asking_for_a_gpu_model_goes_where_its_nodes_are() -> None:
+    job = seed_pytorchjob("j", "ns", gpus=1)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {MODEL: "NVIDIA-H100"}
+    demand = adapter_for(job["apiVersion"], job["kind"]).demand("k", job)
+    fleet = [member("a100s", "NVIDIA-A100"), member("h100s", "NVIDIA-H100")]
+    assert [s.cluster for s in divide(demand, fleet, PlacementRules()).shares] == ["h100s"]
+    decision = divide(demand, fleet[:1], PlacementRules())
+    assert not decision.placed
+    assert "no node with nvidia.com/gpu.product in [NVIDIA-H100]" in decision.reason

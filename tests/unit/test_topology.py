@@ -4,6 +4,7 @@ carries the request, the levels and the chosen domain, and the agent's pinning."
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +21,11 @@ from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.capacity import group_nodes, grouped, wire
 from member_agent.topology import pinned
-from propagation.division import ClusterShare, divide
+from propagation.division import ClusterShare, divide, taken
+from propagation.fit import expand
 from propagation.resources import Resources
 from propagation.spent import with_assumed
+from propagation.topology import place_roles
 from propagation.views import (
     ClusterView,
     JobDemand,
@@ -332,3 +335,122 @@ def test_a_report_names_each_set_of_labels_once_and_the_hub_reads_them_back() ->
     assert view.topology_levels == protocol.DEFAULT_TOPOLOGY_LEVELS
     assert sorted((dict(g.labels).get(RACK, ""), g.free.get(GPU, 0)) for g in view.node_groups) \
         == [("", 8), ("r1", 5), ("r1", 8), ("r2", 8)]
+
+
+# -- a role's own topology (Kueue's pod-set topology) ---------------------------------------
+def master_and_workers(workers_n: int, per: int, level: str = RACK,
+                       required: bool = True) -> JobDemand:
+    """A master of 1 GPU anywhere, workers that keep to one domain of ``level``."""
+    return JobDemand("pytorchjob/ns/j", (
+        Role("Master", 1, Resources.of({GPU: 1}), leader=True),
+        Role("Worker", workers_n, Resources.of({GPU: per}),
+             topology=TopologyRequest(level, required))))
+
+
+def test_a_roles_own_topology_packs_that_role_only() -> None:
+    # r1 holds the 2 workers of 4 GPUs and nothing more; the master goes to r2.
+    cluster = member(rack_group("b1", "r1", 1, 8, "a"), rack_group("b1", "r2", 1, 1, "b"))
+    (share,) = divide(master_and_workers(2, 4), [cluster], PlacementRules()).shares
+    assert share.domains == ()
+    assert share.role_domains == (("Worker", (((BLOCK, "b1"), (RACK, "r1")),)),)
+    assert share.nodes == ("a-0", "b-0")
+    # the whole gang asked for one rack would not fit
+    whole = JobDemand("j", tuple(replace(r, topology=None) for r in master_and_workers(2, 4)
+                                 .roles), TopologyRequest(RACK, True))
+    assert not divide(whole, [cluster], PlacementRules()).placed
+
+
+def test_a_role_no_domain_holds_waits_naming_the_role() -> None:
+    cluster = member(rack_group("b1", "r1", 1, 5, "a"), rack_group("b1", "r2", 1, 5, "b"))
+    decision = divide(master_and_workers(2, 4), [cluster], PlacementRules())
+    assert not decision.placed
+    assert decision.reason == ("m1: no cloud.provider.com/topology-rack domain holds all 2 "
+                               "Worker replicas (required topology "
+                               "cloud.provider.com/topology-rack of Worker; the fullest, "
+                               f"{RACK}=r1, holds 1)")
+
+
+@settings(max_examples=150, deadline=None)
+@given(racks=racks_strategy, replicas=st.integers(1, 8), per=st.integers(1, 4))
+def test_a_required_role_never_spans_two_domains_nor_overfills_a_node(
+        racks: list[tuple[str, list[int]]], replicas: int, per: int) -> None:
+    cluster, rack_of = random_member(racks)
+    demand = master_and_workers(replicas, per)
+    packing = place_roles(cluster, expand(demand.roles))
+    workers_fit = any(c >= replicas for c in capacities(racks, per))
+    worker_racks = {rack_of.get(node) for replica, node in packing.placed
+                    if replica.role == "Worker"}
+    if workers_fit:
+        assert not [r for r in packing.unplaced if r.role == "Worker"]
+    assert len(worker_racks) <= 1
+    assert None not in worker_racks  # never on the nodes that belong to no rack
+    if worker_racks:
+        [(role, (domain,))] = packing.role_domains
+        assert (role, dict(domain)[RACK]) == ("Worker", next(iter(worker_racks)))
+    free = {n: g.free.get(GPU, 0) for g in cluster.node_groups for n in g.nodes}
+    for replica, node in packing.placed:
+        free[node] -= replica.request.get(GPU, 0)
+    assert min(free.values()) >= 0
+    assert len(packing.placed) + len(packing.unplaced) == replicas + 1
+
+
+def test_a_roles_domains_travel_to_the_work_and_pin_its_template_only() -> None:
+    job = seed_pytorchjob("j", "ns", workers=2)
+    job["metadata"].update(uid="u-1", generation=1)
+    domain = ((BLOCK, "b1"), (RACK, "r2"))
+    share = ClusterShare("m1", (("Master", 1), ("Worker", 2)), (("Master", 0), ("Worker", 0)),
+                         ("n1",), role_domains=(("Worker", (domain,)),))
+    job["metadata"]["annotations"] = {protocol.PLACEMENT: protocol.encode_placement([share])}
+    assert placement_of(job) == (share,)
+    decoded = protocol.decode_placement(job)[0]
+    body = work_body(job, adapter_for(job["apiVersion"], job["kind"]), decoded,
+                     protocol.decode_placement(job))
+    Work.model_validate(body)
+    placement = body["spec"]["placement"]
+    assert placement["roleDomains"] == {"Worker": [{BLOCK: "b1", RACK: "r2"}]}
+    assert "domains" not in placement
+    out = pinned(job, protocol.share_domains(placement), protocol.share_role_domains(placement))
+    specs = out["spec"]["pytorchReplicaSpecs"]
+    # the master is not pinned; it prefers nodes outside the workers' rack
+    assert specs["Master"]["template"]["spec"]["affinity"] == {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+            "matchExpressions": [{"key": RACK, "operator": "NotIn", "values": ["r2"]}]}}]}}
+    assert specs["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": BLOCK, "operator": "In", "values": ["b1"]},
+                              {"key": RACK, "operator": "In", "values": ["r2"]}]}]
+
+
+@pytest.mark.parametrize("key", [protocol.KUEUE_TOPOLOGY_REQUIRED, protocol.TOPOLOGY_REQUIRED])
+def test_a_pod_templates_topology_annotation_is_its_roles(key: str) -> None:
+    job = seed_pytorchjob("j", "ns", workers=2)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {key: RACK}}
+    demand = adapter_for(job["apiVersion"], job["kind"]).demand("k", job)
+    assert demand.topology is None
+    assert [(r.name, r.topology) for r in demand.roles] == [
+        ("Master", None), ("Worker", TopologyRequest(RACK, True))]
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    worker["annotations"] = {protocol.KUEUE_TOPOLOGY_PREFERRED: "not a key!"}
+    with pytest.raises(InvalidJob, match=r"^spec\.pytorchReplicaSpecs\.Worker\.template\."
+                       r"metadata\.annotations\[kueue\.x-k8s\.io/podset-preferred-topology\]"):
+        adapter_for(job["apiVersion"], job["kind"]).demand("k", job)
+    worker["annotations"] = {key: RACK}
+    job["metadata"]["annotations"] = {protocol.TOPOLOGY_REQUIRED: BLOCK}
+    with pytest.raises(InvalidJob, match="set one or the other"):
+        adapter_for(job["apiVersion"], job["kind"]).demand("k", job)
+
+
+def test_a_role_is_taken_out_of_its_own_rack_for_the_next_decision() -> None:
+    cluster = member(rack_group("b1", "r1", 1, 4, "a"), rack_group("b1", "r2", 2, 8, "b"))
+    demand = master_and_workers(2, 4)
+    (share,) = divide(demand, [cluster], PlacementRules()).shares
+    [(_, (domain,))] = share.role_domains
+    assert dict(domain)[RACK] == "r1" or dict(domain)[RACK] == "r2"
+    after = taken(cluster, share, {r.name: r.request for r in demand.roles})
+    free = {"r1": 0, "r2": 0}
+    for group in after.node_groups:
+        free[dict(group.labels)[RACK]] += group.free.get(GPU, 0) * group.count
+    workers_rack = dict(domain)[RACK]
+    assert free[workers_rack] <= {"r1": 4, "r2": 16}[workers_rack] - 8
+    assert sum(free.values()) == 20 - 9
