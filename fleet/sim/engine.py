@@ -16,6 +16,11 @@ each member's summed free capacity; replicas that then fit no node wait on the m
 the ones placed hold their GPUs: a stranded gang, as peers do it. Reservation mode differs
 from node-aware only when member-local workloads race the hub for nodes; the trace has none,
 so its figures equal node-aware's (reported, not assumed).
+
+With elastic gangs (``Scenario.elastic``), a gang of two or more replicas may run from half
+of them: the planner's ``Grow`` and ``Shrink`` intents resize it in place. Its work is fixed
+(replicas × the trace's duration), so it runs longer at a smaller size, and a resize moves its
+end.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from fleet.sim.gangs import GangViews
 from fleet.sim.members import GPU, Members, cluster_name, node_name
 from fleet.sim.trace import Gang, Node, Trace
 from planner import PassView, plan_pass
-from planner.intents import Bind, Preempt, Requeue
+from planner.intents import Bind, Grow, Preempt, Requeue, Resize, Shrink
 from planner.preempting import may_plan
 from planner.view import Hold, PolicyView, PreemptionView, QuotaView, TimedJob
 from preemption.model import Pod
@@ -66,6 +71,8 @@ class Scenario:
     # Backfill: each gang's runtime (the trace's duration: a perfect estimate) is known, so
     # the first gang that does not fit is reserved and shorter ones run before it.
     backfill: bool = False
+    # Gangs of two or more replicas are elastic PyTorchJobs (half to all of their replicas).
+    elastic: bool = False
 
 
 @dataclass
@@ -73,6 +80,7 @@ class Outcome:
     scenario: Scenario
     delays: dict[str, list[float]] = field(default_factory=dict)  # tenant -> time queued
     by_gang: dict[str, float] = field(default_factory=dict)  # gang name -> time queued
+    ended: dict[str, float] = field(default_factory=dict)  # gang name -> when it finished
     unstarted: int = 0
     stranded: int = 0
     preempted: int = 0  # victims: reclaimed for quota or preempted by priority
@@ -85,6 +93,8 @@ class Outcome:
     tenant_gpu_seconds: dict[str, float] = field(default_factory=dict)
     tenant_preempted: dict[str, int] = field(default_factory=dict)  # victims per tenant
     priority_preemptions: int = 0  # Preempt intents carried out
+    grown: int = 0  # elastic gangs grown (Grow intents carried out)
+    tenant_shrunk: dict[str, int] = field(default_factory=dict)  # Shrink intents per tenant
 
     @property
     def allocation(self) -> float:
@@ -117,6 +127,9 @@ class Running:
     placed: list[int]  # node index of each placed replica
     started: float | None  # None while stranded (replicas still waiting on the member)
     finish: int = -1  # the sequence number of its finish event (a requeued run's is stale)
+    size: int = 0  # replicas it was bound (or last resized) to run
+    work_left: float = 0.0  # replica-seconds of work left, as of ``since`` (once started)
+    since: float = 0.0
 
 
 Event = tuple[float, int, str, str]
@@ -140,7 +153,7 @@ class Simulation:
         self.time_text = time_text
         leaves = {ns: leaf.key for ns, leaf in leaves_by_namespace(self.tree).items()}
         self.gangs = GangViews(self.policy, time_text, scenario.opportunistic, leaves,
-                               runtimes=scenario.backfill)
+                               runtimes=scenario.backfill, elastic=scenario.elastic)
         # The lowest priority a job can have (the hub's: its lowest PriorityClass, or 0).
         self.floor = min(0, *(self.gangs.priority(g) for g in trace.gangs)) \
             if trace.gangs else 0
@@ -154,7 +167,8 @@ class Simulation:
         self.outcome = Outcome(scenario, {t: [] for t in names}, total_gpus=self.total_gpus,
                                guarantees={c.name: c.min[GPU] for c in self.tree.children},
                                tenant_gpu_seconds=dict.fromkeys(names, 0.0),
-                               tenant_preempted=dict.fromkeys(names, 0))
+                               tenant_preempted=dict.fromkeys(names, 0),
+                               tenant_shrunk=dict.fromkeys(names, 0))
 
     @property
     def views(self) -> list[ClusterView]:
@@ -169,7 +183,7 @@ class Simulation:
         self.members.release(run.cluster, run.gang, run.placed)
         self.held[run.gang.tenant] -= run.gang.gpus * len(run.placed)
         if run.started is not None:
-            self.useful -= run.gang.gpus * run.gang.replicas
+            self.useful -= run.gang.gpus * run.size
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -204,6 +218,7 @@ class Simulation:
                 self.free(run)
                 admitted_at.pop(name, None)
                 out.by_gang[name] = self.waited.pop(name, 0.0)
+                out.ended[name] = now
                 out.delays[run.gang.tenant].append(out.by_gang[name])
                 done += 1
                 self.retry_stranded(run.cluster, running, now, events)
@@ -219,11 +234,39 @@ class Simulation:
     def started(self, run: Running, now: float, events: list[Event]) -> None:
         """Every replica of the gang is placed: it runs, and its finish is due."""
         run.started = now
-        self.useful += run.gang.gpus * run.gang.replicas
+        self.useful += run.gang.gpus * run.size
         self.waited[run.gang.name] = self.waited.get(run.gang.name, 0.0) + now - \
             self.queued_since.pop(run.gang.name, now)
+        run.work_left, run.since = run.gang.duration * run.gang.replicas, now
+        self.due(run, now, events)
+
+    def due(self, run: Running, now: float, events: list[Event]) -> None:
+        """Its finish at its size: any earlier finish event is stale."""
         run.finish = next(self.seq)
-        heapq.heappush(events, (now + run.gang.duration, run.finish, "finish", run.gang.name))
+        heapq.heappush(events, (now + run.work_left / run.size, run.finish, "finish",
+                                run.gang.name))
+
+    def resize(self, run: Running, intent: Resize, now: float, events: list[Event]) -> None:
+        """A started elastic gang grown or shrunk in place: the member adds replicas where
+        they fit best, or removes its highest ones; the work left is spread over the new
+        size."""
+        if isinstance(intent, Grow):
+            added = self.place(run.cluster, run.gang, intent.after - len(run.placed))
+            run.placed += added
+            self.outcome.grown += 1
+        else:
+            going = run.placed[intent.after:]
+            self.members.release(run.cluster, run.gang, going)
+            self.held[run.gang.tenant] -= run.gang.gpus * len(going)
+            del run.placed[intent.after:]
+            self.outcome.tenant_shrunk[run.gang.tenant] += 1
+        if run.started is not None:
+            run.work_left -= run.size * (now - run.since)
+            run.since = now
+            self.useful += run.gang.gpus * (len(run.placed) - run.size)
+        run.size = len(run.placed)
+        if run.started is not None:
+            self.due(run, now, events)
 
     def retry_stranded(self, cluster: int, running: dict[str, Running], now: float,
                        events: list[Event]) -> None:
@@ -231,8 +274,8 @@ class Simulation:
         for run in sorted(running.values(), key=lambda r: r.gang.arrival):
             if run.cluster != cluster or run.started is not None:
                 continue
-            run.placed += self.place(cluster, run.gang, run.gang.replicas - len(run.placed))
-            if len(run.placed) == run.gang.replicas:
+            run.placed += self.place(cluster, run.gang, run.size - len(run.placed))
+            if len(run.placed) == run.size:
                 self.started(run, now, events)
 
     def pass_view(self, pending: dict[str, Gang], running: dict[str, Running],
@@ -240,10 +283,14 @@ class Simulation:
         """What the hub would see now: the waiting gangs, the members' free nodes (reported
         at once: nothing is assumed), the quota held by the running ones and, with
         preemption, the running gangs' replicas on their nodes."""
-        holdings = tuple(self.gangs.holding(run.gang, admitted_at[name])
+        holdings = tuple(self.gangs.holding(run.gang, admitted_at[name], run.size)
                          for name, run in running.items())
         members = {view.name: view for view in self.views}
         jobs = tuple(self.gangs.job(g) for g in pending.values())
+        if self.scenario.elastic:  # the running ones that may grow
+            jobs += tuple(self.gangs.bound(run.gang, run.cluster, run.placed, admitted_at[name])
+                          for name, run in running.items()
+                          if run.started is not None and run.size < run.gang.replicas)
         preemption = None
         if self.scenario.preemption:
             victims: tuple[Victim, ...] = ()
@@ -271,7 +318,7 @@ class Simulation:
         members; a pass that preempts is followed by another (the claimant's quota is free
         once its victims are requeued), as the hub's next pass would follow it."""
         for _ in range(MAX_PASSES_AT_ONCE):
-            if not pending:
+            if not pending and not self.scenario.elastic:
                 break
             plan = plan_pass(self.pass_view(pending, running, admitted_at, now))
             self.holds, self.retry_at = dict(plan.holds), dict(plan.retry_at)
@@ -290,6 +337,8 @@ class Simulation:
                 elif isinstance(intent, Bind):
                     self.start(pending.pop(names[intent.job]), intent, running,
                                admitted_at, now, events)
+                elif isinstance(intent, Grow | Shrink):
+                    self.resize(running[names[intent.job]], intent, now, events)
             # The victims' pods terminate after this pass's binds are on their nodes, as on
             # a member: the capacity they free is the preemptor's (held by the planner).
             for name in going:
@@ -314,13 +363,14 @@ class Simulation:
               admitted_at: dict[str, str], now: float, events: list[Event]) -> None:
         """The member's scheduler places the bound gang's replicas."""
         index = int(bind.shares[0].cluster[1:])
-        nodes = self.place(index, gang, gang.replicas)
+        size = sum(n for _, n in bind.shares[0].replicas)  # an elastic gang: as admitted
+        nodes = self.place(index, gang, size)
         admitted_at[gang.name] = bind.admitted_at
         self.gangs.preempted_by.pop(gang.name, None)
         self.gangs.requeued_at.pop(gang.name, None)
-        run = Running(gang, index, nodes, None)
+        run = Running(gang, index, nodes, None, size=size)
         running[gang.name] = run
-        if len(nodes) == gang.replicas:
+        if len(nodes) == size:
             self.started(run, now, events)
         else:
             self.outcome.stranded += 1

@@ -1,6 +1,10 @@
 """The trace's gangs as the hub's planner sees them: a waiting PyTorchJob (its demand, quota
 and priority) and, once it runs, a possible victim of priority preemption (its replicas on
-their named nodes, the quota it holds). Built once per gang and kept."""
+their named nodes, the quota it holds). Built once per gang and kept.
+
+With elastic gangs, a gang of two or more replicas is an elastic PyTorchJob whose workers may
+run from half its replicas (rounded up) to all of them: the planner admits it at what fits,
+grows it while it runs below its max, and shrinks it instead of evicting it."""
 
 from __future__ import annotations
 
@@ -9,15 +13,17 @@ from dataclasses import replace
 
 from fleet.sim.members import GPU, MODEL_LABEL, cluster_name, node_name
 from fleet.sim.trace import Gang
-from planner.view import JobView, PolicyView, Stage
-from preemption.model import Pod
+from planner.view import Elastic, JobView, PolicyView, Stage, WorkView
+from preemption.model import Elasticity, Pod
 from preemption.model import Running as Victim
+from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import JobDemand, NodeLabelIn, Role
 from quota.engine import Holding, Job
 from quota.priority import OPPORTUNISTIC_PRIORITY, is_opportunistic
 
 KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
+ROLE = "Worker"  # a gang's one role
 
 
 def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
@@ -28,9 +34,10 @@ def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
 class GangViews:
     def __init__(self, policy: PolicyView, time_text: Callable[[float], str],
                  opportunistic: Sequence[str], leaves: Mapping[str, str], *,
-                 runtimes: bool = False) -> None:
+                 runtimes: bool = False, elastic: bool = False) -> None:
         self.policy, self.time_text = policy, time_text
         self.runtimes = runtimes  # the planner knows each gang's runtime (backfill)
+        self.elastic = elastic  # gangs of two or more replicas are elastic
         self.opportunistic = frozenset(opportunistic)  # tenants whose gangs run at -1
         self.leaves = leaves  # namespace -> its quota leaf's key
         self.preempted_by: dict[str, str] = {}  # gang -> preemptor key, until bound again
@@ -39,11 +46,18 @@ class GangViews:
         self.names: dict[str, str] = {}  # job key -> gang name
         self._jobs: dict[str, JobView] = {}
         self._victims: dict[str, tuple[int, Victim]] = {}  # gang -> (replicas placed, view)
-        self._holdings: dict[str, Holding] = {}
+        self._holdings: dict[str, tuple[int, Holding]] = {}  # gang -> (size, holding)
+        self._bound: dict[str, tuple[int, str, JobView]] = {}  # gang -> size, admitted, view
 
     def priority(self, gang: Gang) -> int:
         """The gang's priority: an opportunistic tenant's gangs all run at HiveD's -1."""
         return OPPORTUNISTIC_PRIORITY if gang.tenant in self.opportunistic else gang.priority
+
+    def elastic_range(self, gang: Gang) -> Elastic | None:
+        """An elastic gang's worker range: half its replicas (rounded up) to all."""
+        if not self.elastic or gang.replicas < 2:
+            return None
+        return Elastic(ROLE, (gang.replicas + 1) // 2, gang.replicas)
 
     @staticmethod
     def key(gang: Gang) -> str:
@@ -56,13 +70,14 @@ class GangViews:
         if view is None:
             key, created = self.key(gang), self.time_text(gang.arrival)
             priority = self.priority(gang)
-            demand = JobDemand(key, (Role("Worker", gang.replicas, Resources.of(
+            demand = JobDemand(key, (Role(ROLE, gang.replicas, Resources.of(
                 {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
                 node_requirements=model_requirement(gang.models)),))
             view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
                            quota=Job(key, gang.tenant, dict(demand.total), priority, created),
                            priority=priority,
-                           runtime=gang.duration if self.runtimes else None)
+                           runtime=gang.duration if self.runtimes else None,
+                           elastic=self.elastic_range(gang))
             self._jobs[gang.name] = view
             self.names[key] = gang.name
         by, again = self.preempted_by.get(gang.name), self.requeued_at.get(gang.name)
@@ -76,12 +91,37 @@ class GangViews:
         assert job is not None  # every simulated gang is queued
         return job
 
-    def holding(self, gang: Gang, admitted: str) -> Holding:
-        """The quota a running gang holds (kept while it runs: each pass reads them all)."""
+    def holding(self, gang: Gang, admitted: str, size: int) -> Holding:
+        """The quota a running gang holds at ``size`` replicas (kept while it runs: each
+        pass reads them all)."""
         known = self._holdings.get(gang.name)
-        if known is None or known.admitted != admitted:
-            known = self._holdings[gang.name] = Holding(self.quota(gang), admitted)
-        return known
+        if known is None or known[0] != size or known[1].admitted != admitted:
+            job = self.quota(gang)
+            if size != gang.replicas:
+                job = replace(job, request={k: v * size // gang.replicas
+                                            for k, v in job.request.items()})
+            known = self._holdings[gang.name] = (size, Holding(job, admitted))
+        return known[1]
+
+    def bound(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> JobView:
+        """A running elastic gang as the hub sees a bound job that may grow: its placement,
+        its Work running, demand and quota at the size it runs."""
+        size = len(placed)
+        known = self._bound.get(gang.name)
+        if known is not None and known[:2] == (size, admitted):
+            return known[2]
+        waiting = self.job(gang)
+        assert waiting.demand is not None
+        role = replace(waiting.demand.roles[0], replicas=size)
+        share = ClusterShare(cluster_name(cluster), ((ROLE, size),), ((ROLE, 0),),
+                             tuple(sorted({node_name(cluster, n) for n in placed})))
+        view = replace(waiting, stage=Stage.BOUND, demand=JobDemand(waiting.key, (role,)),
+                       quota=self.holding(gang, admitted, size).job, placement=(share,),
+                       works=(WorkView(f"{share.cluster}/{gang.name}", share.cluster,
+                                       "Running"),),
+                       dispatch_finalizer=True, preempted_by="")
+        self._bound[gang.name] = (size, admitted, view)
+        return view
 
     def victim(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> Victim:
         """A running gang: its placed replicas on their named nodes, and the quota it holds
@@ -93,8 +133,14 @@ class GangViews:
         assert job.demand is not None
         request = job.demand.roles[0].request
         leaf = None if is_opportunistic(job.priority) else self.leaves.get(gang.tenant)
+        size, elastic = len(placed), self.elastic_range(gang)
+        shrinks = None
+        if elastic is not None and size > elastic.min:
+            shares = (ClusterShare(cluster_name(cluster), ((ROLE, size),), ((ROLE, 0),)),)
+            shrinks = Elasticity(ROLE, elastic.min, size, shares, dict(request.items_))
         victim = Victim(job.key, gang.tenant, job.priority, admitted, tuple(
-            Pod(cluster_name(cluster), node_name(cluster, n), request) for n in placed),
-            self.quota(gang).charge if leaf else {}, leaf)
+            Pod(cluster_name(cluster), node_name(cluster, n), request, ROLE.lower(), i)
+            for i, n in enumerate(placed)),
+            self.holding(gang, admitted, size).job.charge if leaf else {}, leaf, shrinks)
         self._victims[gang.name] = (len(placed), victim)
         return victim

@@ -6,11 +6,12 @@ guaranteed tenant's p99 delay in the shared fleet worse than in its private clus
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from fleet.sim.engine import Outcome, Scenario, quota_tree, summary
 from fleet.sim.members import GPU
 from fleet.sim.runs import Run
-from fleet.sim.trace import Trace
+from fleet.sim.trace import Gang, Trace
 
 # Tenant setups: all four guaranteed (a quarter of the GPUs each), or three guaranteed (a
 # third each) and one opportunistic (HiveD's priority -1: no quota, idle GPUs only).
@@ -27,10 +28,70 @@ RULES = ("Priorities and opportunistic tenants, per tenant (node-aware, Priority
          "reclaim or priority).")
 
 
+ELASTIC_HEAD = ["setup", "tenant", "gangs", "elastic gangs", "(b) p50", "(b) p99",
+                "(b) GPU alloc", "(b) evicted", "(e) p50", "(e) p99", "(e) GPU alloc",
+                "(e) evicted", "(e) shrunk", "(e) mean end after arrival",
+                "(b) mean end after arrival"]
+ELASTIC_RULES = ("Elastic gangs, per tenant: (b) the hub's priority preemption, as above; "
+                 "(e) the same with every gang of two or more replicas an elastic PyTorchJob "
+                 "(half to all of its replicas: admitted at what fits, grown as capacity "
+                 "frees, shrunk rather than evicted; its work fixed, so it runs longer when "
+                 "smaller). Evicted = times its gangs were requeued; shrunk = times they gave "
+                 "back replicas instead; end after arrival = completion time, queueing "
+                 "included (gangs that ended).")
+
+
 def shared(setup: tuple[str, tuple[str, ...]], preemption: bool) -> Scenario:
     name, opportunistic = setup
     return Scenario(f"{name}, {'preemption' if preemption else 'no preemption'}",
                     preemption=preemption, opportunistic=opportunistic)
+
+
+def elastic(setup: tuple[str, tuple[str, ...]]) -> Scenario:
+    return replace(shared(setup, True), name=f"{setup[0]}, preemption, elastic", elastic=True)
+
+
+def elastic_runs() -> list[Run]:
+    return [Run(elastic(setup)) for setup in SETUPS]
+
+
+def elastic_table(trace: Trace, results: Mapping[Run, Outcome], fmt: Callable[[float], str]
+                  ) -> tuple[list[list[str]], list[dict[str, object]]]:
+    rows: list[list[str]] = [ELASTIC_HEAD]
+    entries: list[dict[str, object]] = []
+    gangs = {g.name: g for g in trace.gangs}
+    for setup in SETUPS:
+        rigid, grown = results[Run(shared(setup, True))], results[Run(elastic(setup))]
+        for tenant in [*sorted(rigid.delays), ""]:  # "": every tenant
+            own = [g for g in trace.gangs if g.tenant == tenant or not tenant]
+            columns, raw = [], []
+            for outcome in (rigid, grown):
+                delays = outcome.delays[tenant] if tenant else outcome.all_delays()
+                p50, _, p99 = summary(delays)
+                allocation = outcome.tenant_allocation(tenant) if tenant else \
+                    outcome.allocation
+                evicted = outcome.tenant_preempted[tenant] if tenant else outcome.preempted
+                columns += [fmt(p50), fmt(p99), f"{allocation:.3f}", str(evicted)]
+                raw.append({"p50": p50, "p99": p99, "allocation": allocation,
+                            "evicted": evicted})
+            shrunk = grown.tenant_shrunk[tenant] if tenant else sum(
+                grown.tenant_shrunk.values())
+            ends = [_mean_end(o, gangs, tenant) for o in (grown, rigid)]
+            rows.append([setup[0], tenant or "all", str(len(own)),
+                         str(sum(1 for g in own if g.replicas >= 2)), *columns, str(shrunk),
+                         *(fmt(e) for e in ends)])
+            entries.append({"setup": setup[0], "tenant": tenant or "all",
+                            "rigid": raw[0], "elastic": {**raw[1], "shrunk": shrunk},
+                            "mean_end_after_arrival": dict(zip(("elastic", "rigid"), ends,
+                                                               strict=True))})
+        rows[-1][12] += f" (grown {grown.grown})"
+    return rows, entries
+
+
+def _mean_end(outcome: Outcome, gangs: Mapping[str, Gang], tenant: str) -> float:
+    ends = [end - gangs[name].arrival for name, end in outcome.ended.items()
+            if gangs[name].tenant == tenant or not tenant]
+    return sum(ends) / len(ends) if ends else float("nan")
 
 
 def guarantees(trace: Trace, setup: tuple[str, tuple[str, ...]]) -> dict[str, int]:

@@ -1,0 +1,47 @@
+"""Elastic gangs in the simulator: the hub's planner admits them at what fits, grows them as
+capacity frees and shrinks them instead of evicting them; their work is fixed, so their end
+moves with their size."""
+
+from __future__ import annotations
+
+from fleet.sim.engine import Scenario, Simulation
+from fleet.sim.trace import Gang, Node, Trace
+
+GI = 1 << 30
+
+
+def gang(name: str, arrival: float, replicas: int, gpus: int, priority: int = 0,
+         duration: float = 100.0) -> Gang:
+    return Gang(name, "t0", arrival, duration, replicas, 1000, GI, gpus, priority)
+
+
+def fleet(*gangs: Gang) -> Trace:
+    nodes = tuple(Node(f"n{i}", 32_000, 64 * GI, 4, "A100") for i in range(2))
+    return Trace(nodes, gangs, "test")
+
+
+def test_an_elastic_gang_starts_at_what_fits_and_grows_when_capacity_frees() -> None:
+    trace = fleet(gang("small", 0, 1, 4), gang("elastic", 1, 4, 2))
+    rigid = Simulation(trace, Scenario("rigid"), clusters=1).run()
+    assert rigid.by_gang["elastic"] == 99  # waits for the whole gang's 8 GPUs
+    assert rigid.grown == 0
+    sim = Simulation(trace, Scenario("elastic", elastic=True), clusters=1)
+    outcome = sim.run()
+    assert outcome.by_gang["elastic"] == 0  # admitted at 2 of 2..4 at once
+    assert outcome.grown == 1  # to 4 when "small" ended at 100
+    # 400 replica-seconds of work: 198 at 2 replicas until 100, the other 202 at 4
+    assert outcome.ended["elastic"] == 150.5
+    assert rigid.ended["elastic"] == 200
+
+
+def test_an_elastic_victim_is_shrunk_not_evicted_and_runs_on() -> None:
+    trace = fleet(gang("elastic", 0, 4, 2), gang("urgent", 10, 1, 4, priority=10))
+    outcome = Simulation(trace, Scenario("elastic", elastic=True, preemption=True),
+                         clusters=1).run()
+    assert outcome.tenant_shrunk["t0"] == 1
+    assert outcome.tenant_preempted["t0"] == 0  # nobody evicted
+    assert outcome.by_gang == {"urgent": 0.0, "elastic": 0.0}
+    assert outcome.grown == 1  # back to 4 once "urgent" ended
+    rigid = Simulation(trace, Scenario("rigid", preemption=True), clusters=1).run()
+    assert rigid.tenant_preempted["t0"] == 1  # evicted: it waits and starts over
+    assert rigid.by_gang["elastic"] > 0
