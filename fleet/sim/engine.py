@@ -127,9 +127,12 @@ class Running:
     placed: list[int]  # node index of each placed replica
     started: float | None  # None while stranded (replicas still waiting on the member)
     finish: int = -1  # the sequence number of its finish event (a requeued run's is stale)
-    size: int = 0  # replicas it was bound (or last resized) to run
+    size: int = 0  # replicas it was bound (or last resized) to run (0: the whole gang)
     work_left: float = 0.0  # replica-seconds of work left, as of ``since`` (once started)
     since: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.size = self.size or self.gang.replicas
 
 
 Event = tuple[float, int, str, str]
