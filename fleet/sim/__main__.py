@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fleet.sim import priorities
+from fleet.sim import priorities, racks
 from fleet.sim.engine import Outcome, Scenario, progress_bar, summary
 from fleet.sim.fragmentation import MODES, StudyConfig, VariantResult, study
 from fleet.sim.runs import Run, run_all
@@ -189,15 +189,18 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
                  tenant_seed=args.tenant_seed)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
     if args.priorities_only:
-        results = run_all(trace, priorities.runs(trace) + priorities.elastic_runs(),
-                          args.clusters, args.jobs)
+        results = run_all(trace, priorities.runs(trace) + priorities.elastic_runs()
+                          + racks.runs(), args.clusters, args.jobs)
         priority_rows, priority_entries = priorities.table(trace, results, fmt)
         elastic_rows, elastic_entries = priorities.elastic_table(trace, results, fmt)
+        rack_rows, rack_entries = racks.table(trace, results, fmt)
         return (f"Delay replay: {trace.rules}\n\n{priorities.RULES}\n{table(priority_rows)}\n"
-                f"\n{priorities.ELASTIC_RULES}\n{table(elastic_rows)}\n",
-                [{"priorities": priority_entries}, {"elastic": elastic_entries}])
+                f"\n{priorities.ELASTIC_RULES}\n{table(elastic_rows)}\n"
+                f"\n{racks.RULES}\n{table(rack_rows)}\n",
+                [{"priorities": priority_entries}, {"elastic": elastic_entries},
+                 {"racks": rack_entries}])
     results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace)
-                      + priorities.elastic_runs(), args.clusters, args.jobs)
+                      + priorities.elastic_runs() + racks.runs(), args.clusters, args.jobs)
     outcomes = [results[Run(s)] for s in SCENARIOS]
     rows = [["scenario", "stranded", "preempted", "not started", "delay p50", "p90", "p99",
              "mean GPU alloc*"]]
@@ -207,6 +210,7 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
                      fmt(p50), fmt(p90), fmt(p99), f"{o.allocation:.3f}"])
     priority_rows, priority_entries = priorities.table(trace, results, fmt)
     elastic_rows, elastic_entries = priorities.elastic_table(trace, results, fmt)
+    rack_rows, rack_entries = racks.table(trace, results, fmt)
     threshold, big_rows = backfill_rows(trace, outcomes)
     text = (f"Delay replay: {trace.rules}\n\n{table(rows)}\n"
             "* GPUs held, averaged over the sped-up arrival window (which starts nearly idle):\n"
@@ -214,7 +218,8 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
             f"backfill (runtimes known: the trace's durations), big gangs = larger than the "
             f"median gang (>= {threshold} GPUs):\n{table(big_rows)}\n\n"
             f"{priorities.RULES}\n{table(priority_rows)}\n\n{priorities.ELASTIC_RULES}\n"
-            f"{table(elastic_rows)}\n\n{plot(outcomes, args.out)}\n")
+            f"{table(elastic_rows)}\n\n{racks.RULES}\n{table(rack_rows)}\n\n"
+            f"{plot(outcomes, args.out)}\n")
     return text, [{
         "scenario": o.scenario.name, "allocation": o.allocation,
         "useful_allocation": o.useful_allocation, "stranded": o.stranded,
@@ -222,7 +227,8 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
         "delay": dict(zip(("p50", "p90", "p99"), summary(o.all_delays()), strict=True)),
         "tenants": {t: dict(zip(("p50", "p90", "p99"), summary(d), strict=True))
                     for t, d in o.delays.items()},
-    } for o in outcomes] + [{"priorities": priority_entries}, {"elastic": elastic_entries}]
+    } for o in outcomes] + [{"priorities": priority_entries}, {"elastic": elastic_entries},
+                            {"racks": rack_entries}]
 
 
 def main() -> int:

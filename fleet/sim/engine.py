@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleet.sim.gangs import GangViews
-from fleet.sim.members import GPU, Members, cluster_name, node_name
+from fleet.sim.members import GPU, Domain, Members, cluster_name, node_name
 from fleet.sim.trace import Gang, Node, Trace
 from planner import PassView, plan_pass
 from planner.intents import Bind, Grow, Preempt, Requeue, Resize, Shrink
@@ -48,6 +48,7 @@ from quota.engine import QueuePolicy
 from quota.tree import QuotaNode, leaves_by_namespace
 
 __all__ = ["GPU", "Event", "Outcome", "Running", "Scenario", "Simulation", "node_name"]
+RACK_SIZE = 8  # nodes per rack, with a topology scenario
 SCAN_WINDOW = 50  # a pass stops looking at a tenant's queue after this many of its gangs in a
 # row wait (bounds its cost; per queue, so one tenant's waiting gangs never hide another's)
 MAX_PASSES_AT_ONCE = 8  # passes at one instant (each preemption frees quota for the next)
@@ -73,6 +74,10 @@ class Scenario:
     backfill: bool = False
     # Gangs of two or more replicas are elastic PyTorchJobs (half to all of their replicas).
     elastic: bool = False
+    # Members' nodes in racks of RACK_SIZE (blocks of four racks) unless "", and gangs of two
+    # or more replicas that must ("required") or should ("preferred") keep to one rack, or
+    # not ("any").
+    topology: str = ""
 
 
 @dataclass
@@ -94,6 +99,8 @@ class Outcome:
     tenant_preempted: dict[str, int] = field(default_factory=dict)  # victims per tenant
     priority_preemptions: int = 0  # Preempt intents carried out
     grown: int = 0  # elastic gangs grown (Grow intents carried out)
+    multi_started: int = 0  # gangs of two or more replicas started
+    multi_in_one_rack: int = 0  # ... of which every replica ran in one rack
     tenant_shrunk: dict[str, int] = field(default_factory=dict)  # Shrink intents per tenant
 
     @property
@@ -128,6 +135,7 @@ class Running:
     started: float | None  # None while stranded (replicas still waiting on the member)
     finish: int = -1  # the sequence number of its finish event (a requeued run's is stale)
     size: int = 0  # replicas it was bound (or last resized) to run (0: the whole gang)
+    domains: tuple[Domain, ...] = ()  # the topology domains its share keeps to
     work_left: float = 0.0  # replica-seconds of work left, as of ``since`` (once started)
     since: float = 0.0
 
@@ -144,7 +152,8 @@ class Simulation:
                  progress: Callable[[float], None] | None = None,
                  time_text: Callable[[float], str] = stamp) -> None:
         self.trace, self.scenario = trace, scenario
-        self.members = Members(nodes if nodes is not None else trace.nodes, clusters)
+        self.members = Members(nodes if nodes is not None else trace.nodes, clusters,
+                               RACK_SIZE if scenario.topology else 0)
         self.total_gpus = self.members.total_gpus
         names = tenants or tuple(sorted({g.tenant for g in trace.gangs}))
         self.tree = quota_tree(names, self.total_gpus, scenario)
@@ -156,7 +165,8 @@ class Simulation:
         self.time_text = time_text
         leaves = {ns: leaf.key for ns, leaf in leaves_by_namespace(self.tree).items()}
         self.gangs = GangViews(self.policy, time_text, scenario.opportunistic, leaves,
-                               runtimes=scenario.backfill, elastic=scenario.elastic)
+                               runtimes=scenario.backfill, elastic=scenario.elastic,
+                               topology=scenario.topology)
         # The lowest priority a job can have (the hub's: its lowest PriorityClass, or 0).
         self.floor = min(0, *(self.gangs.priority(g) for g in trace.gangs)) \
             if trace.gangs else 0
@@ -177,8 +187,9 @@ class Simulation:
     def views(self) -> list[ClusterView]:
         return self.members.views
 
-    def place(self, index: int, gang: Gang, count: int) -> list[int]:
-        placed = self.members.place(index, gang, count)
+    def place(self, index: int, gang: Gang, count: int,
+              domains: tuple[Domain, ...] = ()) -> list[int]:
+        placed = self.members.place(index, gang, count, domains)
         self.held[gang.tenant] += gang.gpus * len(placed)
         return placed
 
@@ -241,6 +252,10 @@ class Simulation:
         self.waited[run.gang.name] = self.waited.get(run.gang.name, 0.0) + now - \
             self.queued_since.pop(run.gang.name, now)
         run.work_left, run.since = run.gang.duration * run.gang.replicas, now
+        if run.size >= 2:
+            self.outcome.multi_started += 1
+            racks = {self.members.topology(n) for n in run.placed}
+            self.outcome.multi_in_one_rack += len(racks) == 1
         self.due(run, now, events)
 
     def due(self, run: Running, now: float, events: list[Event]) -> None:
@@ -254,7 +269,8 @@ class Simulation:
         they fit best, or removes its highest ones; the work left is spread over the new
         size."""
         if isinstance(intent, Grow):
-            added = self.place(run.cluster, run.gang, intent.after - len(run.placed))
+            added = self.place(run.cluster, run.gang, intent.after - len(run.placed),
+                               run.domains)
             run.placed += added
             self.outcome.grown += 1
         else:
@@ -277,7 +293,8 @@ class Simulation:
         for run in sorted(running.values(), key=lambda r: r.gang.arrival):
             if run.cluster != cluster or run.started is not None:
                 continue
-            run.placed += self.place(cluster, run.gang, run.size - len(run.placed))
+            run.placed += self.place(cluster, run.gang, run.size - len(run.placed),
+                                     run.domains)
             if len(run.placed) == run.size:
                 self.started(run, now, events)
 
@@ -291,7 +308,8 @@ class Simulation:
         members = {view.name: view for view in self.views}
         jobs = tuple(self.gangs.job(g) for g in pending.values())
         if self.scenario.elastic:  # the running ones that may grow
-            jobs += tuple(self.gangs.bound(run.gang, run.cluster, run.placed, admitted_at[name])
+            jobs += tuple(self.gangs.bound(run.gang, run.cluster, run.placed, admitted_at[name],
+                                           run.domains)
                           for name, run in running.items()
                           if run.started is not None and run.size < run.gang.replicas)
         preemption = None
@@ -367,11 +385,12 @@ class Simulation:
         """The member's scheduler places the bound gang's replicas."""
         index = int(bind.shares[0].cluster[1:])
         size = sum(n for _, n in bind.shares[0].replicas)  # an elastic gang: as admitted
-        nodes = self.place(index, gang, size)
+        domains = bind.shares[0].domains  # the agent pins the pods there
+        nodes = self.place(index, gang, size, domains)
         admitted_at[gang.name] = bind.admitted_at
         self.gangs.preempted_by.pop(gang.name, None)
         self.gangs.requeued_at.pop(gang.name, None)
-        run = Running(gang, index, nodes, None, size=size)
+        run = Running(gang, index, nodes, None, size=size, domains=domains)
         running[gang.name] = run
         if len(nodes) == size:
             self.started(run, now, events)

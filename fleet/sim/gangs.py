@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from fleet.sim.members import GPU, MODEL_LABEL, cluster_name, node_name
+from fleet.sim.members import GPU, MODEL_LABEL, RACK, Domain, cluster_name, node_name
 from fleet.sim.trace import Gang
 from planner.view import Elastic, JobView, PolicyView, Stage, WorkView
 from preemption.model import Elasticity, Pod
 from preemption.model import Running as Victim
 from propagation.division import ClusterShare
 from propagation.resources import Resources
-from propagation.views import JobDemand, NodeLabelIn, Role
+from propagation.views import JobDemand, NodeLabelIn, Role, TopologyRequest
 from quota.engine import Holding, Job
 from quota.priority import OPPORTUNISTIC_PRIORITY, is_opportunistic
 
@@ -34,10 +34,13 @@ def model_requirement(models: tuple[str, ...]) -> tuple[NodeLabelIn, ...]:
 class GangViews:
     def __init__(self, policy: PolicyView, time_text: Callable[[float], str],
                  opportunistic: Sequence[str], leaves: Mapping[str, str], *,
-                 runtimes: bool = False, elastic: bool = False) -> None:
+                 runtimes: bool = False, elastic: bool = False, topology: str = "") -> None:
         self.policy, self.time_text = policy, time_text
         self.runtimes = runtimes  # the planner knows each gang's runtime (backfill)
         self.elastic = elastic  # gangs of two or more replicas are elastic
+        # Gangs of two or more replicas keep to one rack: "required", "preferred" or not.
+        self.topology = TopologyRequest(RACK, topology == "required") \
+            if topology in ("required", "preferred") else None
         self.opportunistic = frozenset(opportunistic)  # tenants whose gangs run at -1
         self.leaves = leaves  # namespace -> its quota leaf's key
         self.preempted_by: dict[str, str] = {}  # gang -> preemptor key, until bound again
@@ -72,7 +75,8 @@ class GangViews:
             priority = self.priority(gang)
             demand = JobDemand(key, (Role(ROLE, gang.replicas, Resources.of(
                 {"cpu": gang.cpu, "memory": gang.memory, GPU: gang.gpus}),
-                node_requirements=model_requirement(gang.models)),))
+                node_requirements=model_requirement(gang.models)),),
+                self.topology if gang.replicas >= 2 else None)
             view = JobView(key, gang.name, created, Stage.WAITING, demand, policy=self.policy,
                            quota=Job(key, gang.tenant, dict(demand.total), priority, created),
                            priority=priority,
@@ -103,7 +107,8 @@ class GangViews:
             known = self._holdings[gang.name] = (size, Holding(job, admitted))
         return known[1]
 
-    def bound(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> JobView:
+    def bound(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str,
+              domains: tuple[Domain, ...] = ()) -> JobView:
         """A running elastic gang as the hub sees a bound job that may grow: its placement,
         its Work running, demand and quota at the size it runs."""
         size = len(placed)
@@ -114,8 +119,10 @@ class GangViews:
         assert waiting.demand is not None
         role = replace(waiting.demand.roles[0], replicas=size)
         share = ClusterShare(cluster_name(cluster), ((ROLE, size),), ((ROLE, 0),),
-                             tuple(sorted({node_name(cluster, n) for n in placed})))
-        view = replace(waiting, stage=Stage.BOUND, demand=JobDemand(waiting.key, (role,)),
+                             tuple(sorted({node_name(cluster, n) for n in placed})),
+                             domains=domains)
+        view = replace(waiting, stage=Stage.BOUND,
+                       demand=JobDemand(waiting.key, (role,), waiting.demand.topology),
                        quota=self.holding(gang, admitted, size).job, placement=(share,),
                        works=(WorkView(f"{share.cluster}/{gang.name}", share.cluster,
                                        "Running"),),

@@ -1,7 +1,12 @@
 """The simulated member clusters: each node's free capacity and GPU model, the member's own
 scheduler (best fit, GPU models honoured) and the capacity report the hub reads: nodes
 grouped by free capacity and model, each group naming its nodes, as an agent reports them
-(a preemption plan points at the nodes its victims free)."""
+(a preemption plan points at the nodes its victims free).
+
+With racks (``rack_size``), each member's nodes are dealt into racks of that many nodes and
+blocks of ``RACKS_PER_BLOCK`` racks, labelled with Kueue's default topology levels and
+reported with them, and the member's scheduler keeps a share within the domains the hub
+chose for it (as the agent pins its pods there)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from propagation.views import ClusterView, NodeGroup
 
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
+BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+RACKS_PER_BLOCK = 4
+Domain = tuple[tuple[str, str], ...]
 
 
 def node_name(cluster: int, index: int) -> str:
@@ -27,38 +35,52 @@ def cluster_name(index: int) -> str:
 class Members:
     """Nodes dealt round-robin into ``clusters`` members; ``views`` is each one's report."""
 
-    def __init__(self, nodes: Sequence[Node], clusters: int) -> None:
+    def __init__(self, nodes: Sequence[Node], clusters: int, rack_size: int = 0) -> None:
         self.free: list[list[list[int]]] = [[] for _ in range(clusters)]  # cpu, memory, GPUs
         self.models: list[list[str]] = [[] for _ in range(clusters)]  # GPU model per node
         for i, node in enumerate(nodes):
             self.free[i % clusters].append([node.cpu, node.memory, node.gpus])
             self.models[i % clusters].append(node.model)
         self.total_gpus = sum(n.gpus for n in nodes)
+        self.rack_size = rack_size
         self.views = [self.view(i) for i in range(clusters)]
 
+    def topology(self, n: int) -> Domain:
+        """Node ``n``'s block and rack labels (none without racks)."""
+        if not self.rack_size:
+            return ()
+        rack = n // self.rack_size
+        return ((BLOCK, f"b{rack // RACKS_PER_BLOCK}"), (RACK, f"r{rack}"))
+
     def view(self, index: int) -> ClusterView:
-        groups: dict[tuple[int, int, int, str], list[str]] = {}
+        groups: dict[tuple[int, int, int, str, Domain], list[str]] = {}
         for n, (free, model) in enumerate(zip(self.free[index], self.models[index],
                                               strict=True)):
-            groups.setdefault((free[0], free[1], free[2], model), []).append(
-                node_name(index, n))
+            groups.setdefault((free[0], free[1], free[2], model, self.topology(n)),
+                              []).append(node_name(index, n))
         return ClusterView(cluster_name(index), True, node_groups=tuple(
             NodeGroup(len(nodes), Resources.of({"cpu": c, "memory": m, GPU: g}),
-                      ((MODEL_LABEL, model),), tuple(nodes))
-            for (c, m, g, model), nodes in sorted(groups.items())))
+                      (*domain, (MODEL_LABEL, model)), tuple(nodes))
+            for (c, m, g, model, domain), nodes in sorted(groups.items())),
+            topology_levels=(BLOCK, RACK) if self.rack_size else ())
 
     def refresh(self) -> None:
         self.views = [self.view(i) for i in range(len(self.free))]
 
-    def place(self, index: int, gang: Gang, count: int) -> list[int]:
+    def place(self, index: int, gang: Gang, count: int,
+              domains: Sequence[Domain] = ()) -> list[int]:
         """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
-        on nodes of a GPU model the gang accepts; the nodes taken."""
+        on nodes of a GPU model the gang accepts, within ``domains`` when given; the nodes
+        taken."""
         placed = []
         models = self.models[index]
+        allowed = [set(d) for d in domains]
         for _ in range(count):
             best, best_left = -1, None
             for n, free in enumerate(self.free[index]):
                 if gang.models and models[n] not in gang.models:
+                    continue
+                if allowed and not any(set(self.topology(n)) >= d for d in allowed):
                     continue
                 if free[0] >= gang.cpu and free[1] >= gang.memory and free[2] >= gang.gpus:
                     left = (free[2] - gang.gpus, free[0] - gang.cpu)

@@ -1,6 +1,7 @@
-"""Elastic gangs in the simulator: the hub's planner admits them at what fits, grows them as
-capacity frees and shrinks them instead of evicting them; their work is fixed, so their end
-moves with their size."""
+"""Elastic gangs and racks in the simulator: the hub's planner admits elastic gangs at what
+fits, grows them as capacity frees and shrinks them instead of evicting them (their work is
+fixed, so their end moves with their size); gangs asked to keep to one rack do, on members
+whose nodes are in racks."""
 
 from __future__ import annotations
 
@@ -45,3 +46,17 @@ def test_an_elastic_victim_is_shrunk_not_evicted_and_runs_on() -> None:
     rigid = Simulation(trace, Scenario("rigid", preemption=True), clusters=1).run()
     assert rigid.tenant_preempted["t0"] == 1  # evicted: it waits and starts over
     assert rigid.by_gang["elastic"] > 0
+
+
+def test_a_gang_that_requires_a_rack_runs_in_one() -> None:
+    """Two racks of 8 one-GPU nodes: a gang of 4 takes half of one rack, then a gang of 8
+    arrives. Placed anywhere, it fills the half-used rack and spills into the other; asked
+    to keep to one rack (required or preferred) it takes the free rack whole. Both start at
+    once either way."""
+    nodes = tuple(Node(f"n{i}", 32_000, 64 * GI, 1, "A100") for i in range(16))
+    trace = Trace(nodes, (gang("first", 0, 4, 1), gang("eight", 1, 8, 1)), "test")
+    for topology, in_one in (("any", 1), ("required", 2), ("preferred", 2)):
+        outcome = Simulation(trace, Scenario(topology, topology=topology), clusters=1).run()
+        assert outcome.multi_started == 2
+        assert outcome.multi_in_one_rack == in_one, topology
+        assert outcome.by_gang["eight"] == 0
