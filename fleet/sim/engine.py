@@ -317,7 +317,7 @@ class Simulation:
             victims: tuple[Victim, ...] = ()
             if may_plan(jobs, self.floor, self.retry_at, now):
                 victims = tuple(self.gangs.victim(run.gang, run.cluster, run.placed,
-                                                  admitted_at[name])
+                                                  admitted_at[name], run.domains)
                                 for name, run in running.items())
             preemption = PreemptionView(victims, self.floor, self.holds, self.retry_at)
         return PassView(now, self.time_text(now), jobs, members, members,

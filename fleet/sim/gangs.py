@@ -107,6 +107,13 @@ class GangViews:
             known = self._holdings[gang.name] = (size, Holding(job, admitted))
         return known[1]
 
+    @staticmethod
+    def share(cluster: int, placed: Sequence[int], domains: tuple[Domain, ...]) -> ClusterShare:
+        """A running gang's placement, as the hub records it."""
+        return ClusterShare(cluster_name(cluster), ((ROLE, len(placed)),), ((ROLE, 0),),
+                            tuple(sorted({node_name(cluster, n) for n in placed})),
+                            domains=domains)
+
     def bound(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str,
               domains: tuple[Domain, ...] = ()) -> JobView:
         """A running elastic gang as the hub sees a bound job that may grow: its placement,
@@ -118,9 +125,7 @@ class GangViews:
         waiting = self.job(gang)
         assert waiting.demand is not None
         role = replace(waiting.demand.roles[0], replicas=size)
-        share = ClusterShare(cluster_name(cluster), ((ROLE, size),), ((ROLE, 0),),
-                             tuple(sorted({node_name(cluster, n) for n in placed})),
-                             domains=domains)
+        share = self.share(cluster, placed, domains)
         view = replace(waiting, stage=Stage.BOUND,
                        demand=JobDemand(waiting.key, (role,), waiting.demand.topology),
                        quota=self.holding(gang, admitted, size).job, placement=(share,),
@@ -130,7 +135,8 @@ class GangViews:
         self._bound[gang.name] = (size, admitted, view)
         return view
 
-    def victim(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str) -> Victim:
+    def victim(self, gang: Gang, cluster: int, placed: Sequence[int], admitted: str,
+               domains: tuple[Domain, ...] = ()) -> Victim:
         """A running gang: its placed replicas on their named nodes, and the quota it holds
         (none when opportunistic)."""
         known = self._victims.get(gang.name)
@@ -143,7 +149,7 @@ class GangViews:
         size, elastic = len(placed), self.elastic_range(gang)
         shrinks = None
         if elastic is not None and size > elastic.min:
-            shares = (ClusterShare(cluster_name(cluster), ((ROLE, size),), ((ROLE, 0),)),)
+            shares = (self.share(cluster, placed, domains),)
             shrinks = Elasticity(ROLE, elastic.min, size, shares, dict(request.items_))
         victim = Victim(job.key, gang.tenant, job.priority, admitted, tuple(
             Pod(cluster_name(cluster), node_name(cluster, n), request, ROLE.lower(), i)

@@ -5,6 +5,7 @@ members and gangs; the two plans must be equal, intent for intent."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from fleet.hub.views import cluster_view
 from fleet.sim.engine import GPU, Event, Running, Scenario, Simulation, node_name
 from fleet.sim.trace import Gang, Node, Trace, load
 from planner import Plan, plan_pass
-from planner.intents import Preempt, Requeue
+from planner.intents import Grow, Preempt, Requeue, Shrink
 from planner.view import Hold
 from propagation.resources import Resources
 from quota.engine import QueuePolicy
@@ -64,9 +65,10 @@ def job_body(state: State, gang: Gang) -> Body:
     run = state.running.get(gang.name)
     annotations: dict[str, str] = {}
     if run is not None:
-        annotations = {w.PLACEMENT: w.encode_placement(()).replace(
-            "[]", f'[{{"cluster":"c{run.cluster}","replicas":{{"Worker":{gang.replicas}}},'
-                  '"offsets":{"Worker":0},"nodes":[]}]'),
+        nodes = sorted({node_name(run.cluster, n) for n in run.placed})
+        annotations = {w.PLACEMENT: json.dumps([{
+            "cluster": f"c{run.cluster}", "replicas": {"Worker": run.size},
+            "offsets": {"Worker": 0}, "nodes": nodes}]),
             q.ADMITTED_AT: state.admitted_at[gang.name]}
     elif gang.name in state.sim.gangs.preempted_by:
         annotations = {w.PREEMPTED_BY: state.sim.gangs.preempted_by[gang.name]}
@@ -83,7 +85,10 @@ def job_body(state: State, gang: Gang) -> Body:
                      "priorityClass": f"p{state.sim.gangs.priority(gang)}"}},
                  "pytorchReplicaSpecs": {"Worker": {
                      "replicas": gang.replicas, "restartPolicy": "Never",
-                     "template": {"spec": {"containers": [container]}}}}},
+                     "template": {"spec": {"containers": [container]}}}},
+                 **({"elasticPolicy": {"minReplicas": elastic.min,
+                                       "maxReplicas": elastic.max}}
+                    if (elastic := state.sim.gangs.elastic_range(gang)) else {})},
     }
 
 
@@ -92,13 +97,15 @@ def work_body(state: State, gang: Gang, job: Body) -> Body:
     node (the nodes a preemption plan frees)."""
     run = state.running[gang.name]
     pods = [{"name": f"{gang.name}-worker-{i}", "role": "Worker", "phase": "Running",
-             "node": node_name(run.cluster, n)} for i, n in enumerate(run.placed)]
+             "node": node_name(run.cluster, n),
+             "labels": {"training.kubeflow.org/replica-index": str(i)}}
+            for i, n in enumerate(run.placed)]
     return {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
             "metadata": {"name": w.work_name(job), "resourceVersion": "1",
                          "namespace": member_namespace(f"c{run.cluster}")},
             "spec": {"job": {"uid": job["metadata"]["uid"]},
                      "placement": {"cluster": f"c{run.cluster}",
-                                   "replicas": {"Worker": gang.replicas}},
+                                   "replicas": {"Worker": run.size}},
                      "manifests": [job]},
             "status": {"state": "Running", "boundTime": state.admitted_at[gang.name],
                        "pods": pods}}
@@ -183,10 +190,11 @@ def gang(name: str, tenant: str, arrival: float, replicas: int, gpus: int,
     return Gang(name, tenant, arrival, 600.0, replicas, 4000, 16 << 30, gpus, priority)
 
 
-def start(sim: Simulation, state: State, g: Gang, cluster: int, admitted: float) -> None:
-    placed = sim.place(cluster, g, g.replicas)
-    assert len(placed) == g.replicas
-    state.running[g.name] = Running(g, cluster, placed, admitted)
+def start(sim: Simulation, state: State, g: Gang, cluster: int, admitted: float,
+          size: int = 0) -> None:
+    placed = sim.place(cluster, g, size or g.replicas)
+    assert len(placed) == (size or g.replicas)
+    state.running[g.name] = Running(g, cluster, placed, admitted, size=len(placed))
     state.admitted_at[g.name] = text(admitted)
 
 
@@ -271,6 +279,30 @@ def preempting() -> list[tuple[str, State]]:
     sim.holds["a2"] = Hold((("c0", (request,)),), T0 + 300, "preempting a1 lets it fit")
     sim.gangs.preempted_by["b1"] = "PyTorchJob/team-a/a7"
     cases.append(("hold-first", state))
+    return cases + elastic_cases()
+
+
+def elastic_cases() -> list[tuple[str, State]]:
+    """Elastic gangs (2..4 workers): admitted at what fits, grown, shrunk for a preemptor."""
+    node = Node("n", 64000, 256 << 30, 8, "A100")
+    cases = []
+    sim = simulation([node] * 2, Scenario("s", elastic=True), ("team-a",), clusters=1)
+    state = State(sim, {"e": gang("e", "team-a", T0, 4, 8)}, {}, {}, T0 + 10)
+    start(sim, state, gang("x", "team-a", T0 - 50, 1, 8), 0, T0 - 40)
+    cases.append(("elastic-sized", state))  # one node left: its min would be 2, so it waits
+    sim = simulation([node] * 3, Scenario("s", elastic=True), ("team-a",), clusters=1)
+    state = State(sim, {"e": gang("e", "team-a", T0, 4, 8)}, {}, {}, T0 + 10)
+    start(sim, state, gang("x", "team-a", T0 - 50, 1, 8), 0, T0 - 40)
+    cases.append(("elastic-at-its-min", state))
+    sim = simulation([node] * 4, Scenario("s", elastic=True), ("team-a",), clusters=1)
+    state = State(sim, {"w": gang("w", "team-a", T0 + 5, 1, 4)}, {}, {}, T0 + 10)
+    start(sim, state, gang("e", "team-a", T0, 4, 8), 0, T0 + 1, size=2)
+    cases.append(("elastic-grows", state))
+    sim = simulation([node] * 4, Scenario("s", elastic=True, borrowing=False), ("team-a",),
+                     clusters=1)
+    state = State(sim, {"p": gang("p", "team-a", T0 + 5, 1, 8, priority=3)}, {}, {}, T0 + 10)
+    start(sim, state, gang("e", "team-a", T0, 4, 8), 0, T0 + 1)
+    cases.append(("elastic-shrunk", state))
     return cases
 
 
@@ -356,6 +388,15 @@ def test_the_hand_made_corpus_covers_every_decision() -> None:
     assert not victims["lazy-elsewhere"]
     assert plans["lazy-elsewhere"].binds
     assert [b.job for b in plans["hold-first"].binds] == ["PyTorchJob/team-a/a2"]
+    assert not plans["elastic-sized"].binds
+    [sized] = plans["elastic-at-its-min"].binds
+    assert sized.shares[0].replicas == (("Worker", 2),)
+    assert "admitted with 2 of 2..4" in sized.sized
+    assert [(i.before, i.after) for i in plans["elastic-grows"].intents
+            if isinstance(i, Grow)] == [(2, 3)]  # the 4-GPU gang waiting takes half a node
+    assert [(i.before, i.after) for i in plans["elastic-shrunk"].intents
+            if isinstance(i, Shrink)] == [(4, 3)]
+    assert not victims["elastic-shrunk"]
 
 
 @pytest.mark.skipif(not TRACE.is_dir(), reason="the trace folder is not checked out")
