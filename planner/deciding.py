@@ -177,11 +177,16 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
                 return out, Wait(job.key, "NoQuotaLeaf", verdict.reason)
             return preempt_or(Wait(job.key, "QuotaExceeded", verdict.reason))
         if verdict.victims:
-            out += _reclaim(job, verdict.victims, preempting)
-            admission.release(verdict.victims)
             admission.wait(job.quota)
-            victims = ", ".join(v.job.key for v in verdict.victims)
-            return out, Wait(job.key, "Reclaiming", f"{verdict.reason}: preempting {victims}")
+            unfit = preempting.reclaim_leaves_unfit(job, verdict.victims, fleet()) \
+                if preempting is not None else ""
+            if unfit:
+                return preempt_or(Wait(job.key, "QuotaExceeded", f"{verdict.reason}, but not "
+                                       "yet: freeing the borrowers' nodes would not make it "
+                                       f"fit ({unfit})"))
+            return out + _reclaim(job, verdict.victims, admission, preempting), Wait(
+                job.key, "Reclaiming", f"{verdict.reason}: preempting "
+                f"{', '.join(v.job.key for v in verdict.victims)}")
     decision = divide(demand, fleet(), policy.rules)
     if not decision.placed:
         _keep_waiting(job, admission)
@@ -211,10 +216,11 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     return out, None
 
 
-def _reclaim(job: JobView, victims: Sequence[Holding], preempting: PreemptionPass | None
-             ) -> list[Intent]:
+def _reclaim(job: JobView, victims: Sequence[Holding], admission: AdmissionPass,
+             preempting: PreemptionPass | None) -> list[Intent]:
     """Requeue the jobs whose quota ``job`` takes back; a priority plan later in the pass
     never names them again."""
+    admission.release(victims)
     if preempting is not None:
         preempting.requeued(v.job.key for v in victims)
     return [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)

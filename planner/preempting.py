@@ -15,12 +15,14 @@ from functools import cached_property
 from planner.elastic import shrunk_shares
 from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
 from planner.view import Hold, JobView, PassView, PreemptionView, Stage
+from preemption.freed import with_freed
 from preemption.model import Outcome, Preemptor, Running
 from preemption.planner import plan as plan_preemption
 from preemption.quota_limits import quota_limits
+from propagation.division import divide
 from propagation.spent import with_assumed
 from propagation.views import ClusterView
-from quota.engine import AdmissionPass
+from quota.engine import AdmissionPass, Holding
 from quota.priority import is_opportunistic
 from quota.tree import leaves_by_namespace
 
@@ -74,6 +76,22 @@ class PreemptionPass:
         name them again (they would be evicted twice, and the second plan count on capacity
         the first one's claimant is owed)."""
         self.gone.update(keys)
+
+    def reclaim_leaves_unfit(self, job: JobView, victims: Sequence[Holding],
+                             fleet: Sequence[ClusterView]) -> str:
+        """Why ``job`` would still not fit the nodes once the quota reclaim's ``victims``
+        are gone ("" when it would, or when their pods are not all known: then quota alone
+        decides, as without preemption). A reclaim that frees no node the claimant can use
+        would only be undone: the victim is admitted again the next pass, and reclaimed
+        again, over and over."""
+        assert job.demand is not None
+        assert job.policy is not None
+        running = {r.key: r for r in self.view.running}
+        if any(v.job.key not in running for v in victims):
+            return ""
+        views = with_freed(fleet, (pod for v in victims for pod in running[v.job.key].pods))
+        decision = divide(job.demand, views, job.policy.rules)
+        return "" if decision.placed else decision.reason
 
     def for_job(self, job: JobView, fleet: Callable[[], Sequence[ClusterView]],
                 capacity: dict[str, ClusterView], admission: AdmissionPass | None,

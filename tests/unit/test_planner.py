@@ -295,13 +295,28 @@ def test_a_job_reclaimed_in_a_pass_is_never_also_a_priority_victim_of_that_pass(
     assert not set(reclaimed) & set(preempted)
 
 
-def test_a_priority_victim_of_a_pass_is_never_also_reclaimed_later_in_that_pass() -> None:
-    """The other order: team a's first job (priority 5, fitting quota but no node) preempts
-    b's youngest job; its second (two nodes' worth, within its guarantee, blocked at the
-    root) reclaims quota from b: it must take another of b's jobs, not the one leaving."""
+def test_a_reclaim_that_would_not_make_its_claimant_fit_the_nodes_is_not_done() -> None:
+    """Team a's first job (priority 5, fitting quota but no node) preempts b's youngest job;
+    its second (two nodes' worth, within its guarantee, blocked at the root) could reclaim
+    quota from one more of b's jobs, but that frees one node, and it needs two (the first's
+    node is held for it): reclaiming would only be undone (b's job admitted again the next
+    pass, reclaimed again, over and over), so it is not done, and the job says why."""
     view = _team_b_borrowing(32)
-    reclaimed, preempted = _evicted(plan_pass(replace(
-        view, jobs=(_team_a_job("j5", 5), _team_a_job("j3", 3, nodes=2)))))
+    plan = plan_pass(replace(view, jobs=(_team_a_job("j5", 5), _team_a_job("j3", 3, nodes=2))))
+    reclaimed, preempted = _evicted(plan)
     assert preempted == ["PyTorchJob/team-b/v2"]
-    assert reclaimed  # the second job still takes its guarantee back
-    assert not set(reclaimed) & set(preempted)
+    assert not reclaimed
+    [why] = [w for w in plan.waits if w.job.endswith("/j3")]
+    assert why.reason == "QuotaExceeded"
+    assert why.message == ("reclaims the guarantee of root/a, but not yet: freeing the "
+                           "borrowers' nodes would not make it fit (c: short of "
+                           "nvidia.com/gpu 8 in total)")
+
+
+def test_a_reclaim_that_makes_its_claimant_fit_is_done() -> None:
+    """Team b borrows all three nodes; team a's job within its guarantee needs one: the
+    reclaim frees a node it fits, so b's youngest job is sent back."""
+    view = _team_b_borrowing(24)
+    reclaimed, preempted = _evicted(plan_pass(replace(view, jobs=(_team_a_job("j0", 0),))))
+    assert reclaimed == ["PyTorchJob/team-b/v2"]
+    assert not preempted
