@@ -217,19 +217,29 @@ def _fewest_nearby(replicas: Sequence[Replica], found: Sequence[Candidate]) -> P
 
 def _fewest(replicas: Sequence[Replica], found: Sequence[Candidate]) -> Packing:
     """Preferred, when no domain holds them all: as few domains as it takes, each time the
-    domain that places the most of the replicas left (ties: label order)."""
+    domain that places the most of the replicas left (ties: label order), and last the
+    domain that holds all the rest most tightly (as Kueue ends a spread), so that a spread
+    does not break up an empty domain it needs only part of."""
     remaining = list(replicas)
     placed: list[tuple[Replica, str]] = []
     used: list[Domain] = []
     left = dict(found)
+    order = scarcity_order(sum((r.request for r in replicas), Resources()))
     while remaining and left:
         chosen: tuple[Domain, Packing] | None = None
+        tightest: tuple[tuple[int, ...], Domain, Packing] | None = None
         memo: dict[tuple[Resources, tuple[tuple[str, str], ...]], Packing] = {}
         for domain, groups in left.items():
             packing = _packed(remaining, groups, None, memo)
+            if packing.placed and not packing.unplaced:
+                rest = tuple(packing.leftover.get(name, 0) for name in order)
+                if tightest is None or rest < tightest[0]:
+                    tightest = (rest, domain, packing)
             if packing.placed and (chosen is None
                                    or len(packing.placed) > len(chosen[1].placed)):
                 chosen = (domain, packing)
+        if tightest is not None:
+            chosen = (tightest[1], tightest[2])
         if chosen is None:
             break
         domain, packing = chosen

@@ -454,3 +454,12 @@ def test_a_role_is_taken_out_of_its_own_rack_for_the_next_decision() -> None:
     workers_rack = dict(domain)[RACK]
     assert free[workers_rack] <= {"r1": 4, "r2": 16}[workers_rack] - 8
     assert sum(free.values()) == 20 - 9
+
+
+def test_a_preferred_spread_ends_on_the_tightest_rack_that_holds_the_rest() -> None:
+    # 10 replicas of 1 GPU: no rack holds them; r1 takes 8, and the 2 left go to r3 (2 free)
+    # rather than breaking up r2 (8 free), which a later gang may need whole.
+    cluster = member(rack_group("b1", "r1", 1, 8, "a"), rack_group("b1", "r2", 1, 8, "b"),
+                     rack_group("b1", "r3", 1, 2, "c"))
+    (share,) = divide(workers(10, 1, required=False), [cluster], PlacementRules()).shares
+    assert [dict(d)[RACK] for d in share.domains] == ["r1", "r3"]
