@@ -219,17 +219,23 @@ def test_invalid_topology_levels_are_refused(text: str) -> None:
         protocol.topology_levels(text)
 
 
-def test_the_chosen_domains_travel_from_the_bind_to_the_work() -> None:
-    job = seed_pytorchjob("j", "ns", workers=2, master=False)
+def work_of(job: Body, share: ClusterShare) -> Body:
+    """The Work the hub writes for ``job`` bound as ``share`` (its placement read back as
+    the share first), checked against the Work model."""
     job["metadata"].update(uid="u-1", generation=1)
-    domain = ((BLOCK, "b1"), (RACK, "r2"))
-    share = ClusterShare("m1", (("Worker", 2),), (("Worker", 0),), ("n1",), domains=(domain,))
     job["metadata"]["annotations"] = {protocol.PLACEMENT: protocol.encode_placement([share])}
     assert placement_of(job) == (share,)
     decoded = protocol.decode_placement(job)[0]
     body = work_body(job, adapter_for(job["apiVersion"], job["kind"]), decoded,
                      protocol.decode_placement(job))
     Work.model_validate(body)
+    return body
+
+
+def test_the_chosen_domains_travel_from_the_bind_to_the_work() -> None:
+    domain = ((BLOCK, "b1"), (RACK, "r2"))
+    share = ClusterShare("m1", (("Worker", 2),), (("Worker", 0),), ("n1",), domains=(domain,))
+    body = work_of(seed_pytorchjob("j", "ns", workers=2, master=False), share)
     assert body["spec"]["placement"]["domains"] == [{BLOCK: "b1", RACK: "r2"}]
     assert protocol.share_domains(body["spec"]["placement"]) == (domain,)
 
@@ -396,17 +402,10 @@ def test_a_required_role_never_spans_two_domains_nor_overfills_a_node(
 
 def test_a_roles_domains_travel_to_the_work_and_pin_its_template_only() -> None:
     job = seed_pytorchjob("j", "ns", workers=2)
-    job["metadata"].update(uid="u-1", generation=1)
     domain = ((BLOCK, "b1"), (RACK, "r2"))
     share = ClusterShare("m1", (("Master", 1), ("Worker", 2)), (("Master", 0), ("Worker", 0)),
                          ("n1",), role_domains=(("Worker", (domain,)),))
-    job["metadata"]["annotations"] = {protocol.PLACEMENT: protocol.encode_placement([share])}
-    assert placement_of(job) == (share,)
-    decoded = protocol.decode_placement(job)[0]
-    body = work_body(job, adapter_for(job["apiVersion"], job["kind"]), decoded,
-                     protocol.decode_placement(job))
-    Work.model_validate(body)
-    placement = body["spec"]["placement"]
+    placement = work_of(job, share)["spec"]["placement"]
     assert placement["roleDomains"] == {"Worker": [{BLOCK: "b1", RACK: "r2"}]}
     assert "domains" not in placement
     out = pinned(job, protocol.share_domains(placement), protocol.share_role_domains(placement))
