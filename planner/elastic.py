@@ -18,7 +18,6 @@ from planner.intents import Grow
 from planner.view import Elastic, JobView, Stage
 from propagation.clusters import filter_clusters
 from propagation.division import ClusterShare, divide
-from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.spent import with_assumed
 from propagation.topology import within
@@ -188,7 +187,7 @@ def grow(jobs: Sequence[JobView], capacity: dict[str, ClusterView], room: QuotaR
             for cluster, requests in intent.spent:
                 share = next(s for s in intent.shares if s.cluster == cluster)
                 capacity[cluster] = with_assumed(capacity[cluster], list(requests),
-                                                 pinned_to(share, intent.role))
+                                                 share.domains_of(intent.role))
                 for request in requests:
                     room.charge(job, request)
     return out
@@ -227,7 +226,7 @@ def _grow_one(job: JobView, capacity: Mapping[str, ClusterView], room: QuotaRoom
             not holds_back(waiting, job, share.cluster):
         rules = PlacementRules(tolerations=policy.rules.tolerations,
                                fit_mode=policy.rules.fit_mode)
-        more, grown = _most(job, role, within(cluster, pinned_to(share, e.role)), None, rules,
+        more, grown = _most(job, role, within(cluster, share.domains_of(e.role)), None, rules,
                             wanted, 0, room)
         if grown is not None:
             replicas = dict(share.replicas)
@@ -273,12 +272,6 @@ def _new_share(job: JobView, role: Role, capacity: Mapping[str, ClusterView], ro
         if share is not None and (best is None or more > best[0]):
             best = (more, share)
     return None if best is None else best[1]
-
-
-def pinned_to(share: ClusterShare, role: str) -> tuple[Domain, ...]:
-    """The topology domains ``role``'s pods of ``share`` keep to: the role's own, else the
-    share's."""
-    return dict(share.role_domains).get(role, share.domains)
 
 
 def _may_spread(job: JobView, rules: PlacementRules) -> bool:

@@ -41,6 +41,10 @@ class ClusterShare:
     # Per role that asks for a topology of its own: the domains its pods are pinned to.
     role_domains: tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]], ...] = ()
 
+    def domains_of(self, role: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """The topology domains ``role``'s pods keep to: the role's own, else the share's."""
+        return dict(self.role_domains).get(role, self.domains)
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -378,7 +382,6 @@ def taken(cluster: ClusterView, share: ClusterShare,
           requests: Mapping[str, Resources]) -> ClusterView:
     """``cluster`` less ``share``'s replicas (``requests``: per role, one replica's), each
     role's within the domains its pods are pinned to: its own, or the share's."""
-    own = dict(share.role_domains)
     for role, count in share.replicas:
-        cluster = with_assumed(cluster, [requests[role]] * count, own.get(role, share.domains))
+        cluster = with_assumed(cluster, [requests[role]] * count, share.domains_of(role))
     return cluster

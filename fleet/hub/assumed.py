@@ -19,11 +19,12 @@ from fleet.api import protocol
 from fleet.hub.cache import Snapshot
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
+from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.spent import with_assumed
 from propagation.views import ClusterView
 
-Domains = tuple[tuple[tuple[str, str], ...], ...]
+Domains = tuple[Domain, ...]
 # Per role of a share: its replicas' requests and the topology domains they keep to.
 Batches = list[tuple[list[Resources], Domains]]
 Share = tuple[str, Domains, list[Resources]]  # ("<Work uid>/<generation>", domains, requests)

@@ -382,16 +382,13 @@ class Writer:
         self.cache.upsert("jobs", resized)
         works = [wk for wk in ctx.snap.works_of(job["metadata"]["uid"])
                  if wk["spec"]["placement"]["cluster"] in intent.changed]
-        placement = w.placement_dicts(intent.shares)
-        follow_resize(self.dispatcher, self.cache, resized, adapter, placement, works, now)
+        follow_resize(self.dispatcher, self.cache, resized, adapter,
+                      w.placement_dicts(intent.shares), works, now)
         have = {wk["spec"]["placement"]["cluster"] for wk in works}
-        new = [s for s in placement if s["cluster"] in intent.changed and s["cluster"] not in have]
+        new = tuple(c for c in intent.changed if c not in have)
         if isinstance(intent, Grow) and new:  # grown onto a member it did not use
-            deps = self.dependencies(resized, adapter, ctx.snap, intent.propagate_deps)
-            phase = w.dispatch_phase(resized, ctx.snap.works_of(job["metadata"]["uid"]))
-            for work in self.dispatcher.create_works(
-                    [w.work_body(resized, adapter, s, placement, deps, phase) for s in new]):
-                self.cache.upsert("works", work)
+            self.complete_dispatch(Dispatch(intent.job, new, intent.propagate_deps), resized,
+                                   adapter, ctx.snap)
         metrics.RESIZES.labels("grow" if grown else "shrink").inc()
         self.dispatcher.event(resized, "Resized", intent.reason)
         if isinstance(intent, Shrink):

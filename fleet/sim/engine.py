@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fleet.sim.gangs import GangViews
-from fleet.sim.members import GPU, Domain, Members, cluster_name, node_name
+from fleet.sim.members import GPU, Members, cluster_name, node_name
 from fleet.sim.trace import Gang, Node, Trace
 from planner import PassView, plan_pass
 from planner.intents import Bind, Grow, Preempt, Requeue, Resize, Shrink
@@ -41,6 +41,7 @@ from planner.preempting import may_plan
 from planner.view import Hold, PolicyView, PreemptionView, QuotaView, TimedJob
 from preemption.model import Pod
 from preemption.model import Running as Victim
+from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, PlacementRules
 from quota.amounts import MAX_JOBS

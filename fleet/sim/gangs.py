@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from fleet.sim.members import GPU, MODEL_LABEL, RACK, Domain, cluster_name, node_name
+from fleet.sim.members import GPU, MODEL_LABEL, RACK, cluster_name, node_name
 from fleet.sim.trace import Gang
 from planner.view import Elastic, JobView, PolicyView, Stage, WorkView
 from preemption.model import Elasticity, Pod
 from preemption.model import Running as Victim
 from propagation.division import ClusterShare
+from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.views import JobDemand, NodeLabelIn, Role, TopologyRequest
 from quota.engine import Holding, Job

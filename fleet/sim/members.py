@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fleet.api.protocol import DEFAULT_TOPOLOGY_LEVELS
 from fleet.sim.trace import Gang, Node
+from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.views import ClusterView, NodeGroup
 
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
-BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
+BLOCK, RACK = DEFAULT_TOPOLOGY_LEVELS[:2]  # Kueue's default levels above the node
 RACKS_PER_BLOCK = 4
-Domain = tuple[tuple[str, str], ...]
 
 
 def node_name(cluster: int, index: int) -> str:
