@@ -189,7 +189,7 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
                  tenant_seed=args.tenant_seed)
     print(f"[simulate] {trace.rules}", file=sys.stderr)
     if args.priorities_only:
-        results = run_all(trace, priorities.runs(trace) + priorities.elastic_runs()
+        results = run_all(trace, priorities.runs(trace) + priorities.elastic_runs(trace)
                           + racks.runs(), args.clusters, args.jobs)
         priority_rows, priority_entries = priorities.table(trace, results, fmt)
         elastic_rows, elastic_entries = priorities.elastic_table(trace, results, fmt)
@@ -200,7 +200,7 @@ def run_replay(args: argparse.Namespace) -> tuple[str, list[dict[str, object]]]:
                 [{"priorities": priority_entries}, {"elastic": elastic_entries},
                  {"racks": rack_entries}])
     results = run_all(trace, [Run(s) for s in SCENARIOS] + priorities.runs(trace)
-                      + priorities.elastic_runs() + racks.runs(), args.clusters, args.jobs)
+                      + priorities.elastic_runs(trace) + racks.runs(), args.clusters, args.jobs)
     outcomes = [results[Run(s)] for s in SCENARIOS]
     rows = [["scenario", "stranded", "preempted", "not started", "delay p50", "p90", "p99",
              "mean GPU alloc*"]]

@@ -29,7 +29,7 @@ import heapq
 import itertools
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fleet.sim.gangs import GangViews
@@ -139,6 +139,7 @@ class Running:
     domains: tuple[Domain, ...] = ()  # the topology domains its share keeps to
     work_left: float = 0.0  # replica-seconds of work left, as of ``since`` (once started)
     since: float = 0.0
+    tenant: str = ""  # whose nodes its replicas keep to (the bind's)
 
     def __post_init__(self) -> None:
         self.size = self.size or self.gang.replicas
@@ -157,7 +158,8 @@ class Simulation:
                                RACK_SIZE if scenario.topology else 0)
         self.total_gpus = self.members.total_gpus
         names = tenants or tuple(sorted({g.tenant for g in trace.gangs}))
-        self.tree = quota_tree(names, self.total_gpus, scenario)
+        self.tree = quota_tree(names, fleet_capacity(
+            nodes if nodes is not None else trace.nodes), scenario)
         self.progress = progress
         self.seq = itertools.count(10**9)  # event order among equal times
         self.queue_policies = {f"root/{t}": scenario.queue_policy for t in names}
@@ -188,14 +190,14 @@ class Simulation:
     def views(self) -> list[ClusterView]:
         return self.members.views
 
-    def place(self, index: int, gang: Gang, count: int,
-              domains: tuple[Domain, ...] = ()) -> list[int]:
-        placed = self.members.place(index, gang, count, domains)
+    def place(self, index: int, gang: Gang, count: int, domains: tuple[Domain, ...] = (),
+              tenant: str = "") -> list[int]:
+        placed = self.members.place(index, gang, count, domains, tenant)
         self.held[gang.tenant] += gang.gpus * len(placed)
         return placed
 
     def free(self, run: Running) -> None:
-        self.members.release(run.cluster, run.gang, run.placed)
+        self.members.release(run.cluster, run.gang, run.placed, run.tenant)
         self.held[run.gang.tenant] -= run.gang.gpus * len(run.placed)
         if run.started is not None:
             self.useful -= run.gang.gpus * run.size
@@ -271,12 +273,12 @@ class Simulation:
         size."""
         if isinstance(intent, Grow):
             added = self.place(run.cluster, run.gang, intent.after - len(run.placed),
-                               run.domains)
+                               run.domains, run.tenant)
             run.placed += added
             self.outcome.grown += 1
         else:
             going = run.placed[intent.after:]
-            self.members.release(run.cluster, run.gang, going)
+            self.members.release(run.cluster, run.gang, going, run.tenant)
             self.held[run.gang.tenant] -= run.gang.gpus * len(going)
             del run.placed[intent.after:]
             self.outcome.tenant_shrunk[run.gang.tenant] += 1
@@ -295,7 +297,7 @@ class Simulation:
             if run.cluster != cluster or run.started is not None:
                 continue
             run.placed += self.place(cluster, run.gang, run.size - len(run.placed),
-                                     run.domains)
+                                     run.domains, run.tenant)
             if len(run.placed) == run.size:
                 self.started(run, now, events)
 
@@ -387,11 +389,11 @@ class Simulation:
         index = int(bind.shares[0].cluster[1:])
         size = sum(n for _, n in bind.shares[0].replicas)  # an elastic gang: as admitted
         domains = bind.shares[0].domains  # the agent pins the pods there
-        nodes = self.place(index, gang, size, domains)
+        nodes = self.place(index, gang, size, domains, bind.tenant)
         admitted_at[gang.name] = bind.admitted_at
         self.gangs.preempted_by.pop(gang.name, None)
         self.gangs.requeued_at.pop(gang.name, None)
-        run = Running(gang, index, nodes, None, size=size, domains=domains)
+        run = Running(gang, index, nodes, None, size=size, domains=domains, tenant=bind.tenant)
         running[gang.name] = run
         if len(nodes) == size:
             self.started(run, now, events)
@@ -399,15 +401,27 @@ class Simulation:
             self.outcome.stranded += 1
 
 
-def quota_tree(tenants: tuple[str, ...], gpus: int, scenario: Scenario) -> QuotaNode:
-    """One leaf per tenant: the guaranteed ones share the GPUs equally (their min; their max
-    the whole fleet when borrowing), the opportunistic ones hold no guarantee."""
+def quota_tree(tenants: tuple[str, ...], capacity: Mapping[str, int],
+               scenario: Scenario) -> QuotaNode:
+    """One leaf per tenant: the guaranteed ones share the fleet's GPUs, CPU and memory
+    equally (their min, the same slice of each as a private cluster of their guarantee
+    holds; their max the whole fleet when borrowing), the opportunistic ones hold no
+    guarantee. A resource left out of a leaf's min would count as borrowed from its first
+    millicore, so every tenant would look like a borrower and lose its jobs to reclaims."""
     guaranteed = [t for t in tenants if t not in scenario.opportunistic]
-    share = gpus // max(1, len(guaranteed))
-    return QuotaNode("root", min={GPU: gpus}, max={GPU: gpus}, children=tuple(QuotaNode(
-        t, min={GPU: share if t in guaranteed else 0},
-        max={GPU: gpus if scenario.borrowing or t not in guaranteed else share,
+    share = {r: amount // max(1, len(guaranteed)) for r, amount in capacity.items()}
+    none = dict.fromkeys(capacity, 0)
+    return QuotaNode("root", min=dict(capacity), max=dict(capacity), children=tuple(QuotaNode(
+        t, min=share if t in guaranteed else none,
+        max={**(capacity if scenario.borrowing or t not in guaranteed else share),
              MAX_JOBS: 10**9}, namespaces=(t,)) for t in tenants))
+
+
+def fleet_capacity(nodes: Iterable[Node]) -> dict[str, int]:
+    """What a fleet of ``nodes`` holds, by the resource names the quota tree uses."""
+    listed = list(nodes)
+    return {GPU: sum(n.gpus for n in listed), "cpu": sum(n.cpu for n in listed),
+            "memory": sum(n.memory for n in listed)}
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from fleet.sim.engine import Outcome, Scenario, quota_tree, summary
+from fleet.sim.engine import Outcome, Scenario, fleet_capacity, quota_tree, summary
 from fleet.sim.members import GPU
 from fleet.sim.runs import Run
 from fleet.sim.trace import Gang, Trace
@@ -31,14 +31,15 @@ RULES = ("Priorities and opportunistic tenants, per tenant (node-aware, Priority
 ELASTIC_HEAD = ["setup", "tenant", "gangs", "elastic gangs", "(b) p50", "(b) p99",
                 "(b) GPU alloc", "(b) evicted", "(e) p50", "(e) p99", "(e) GPU alloc",
                 "(e) evicted", "(e) shrunk", "(e) mean end after arrival",
-                "(b) mean end after arrival"]
+                "(b) mean end after arrival", "(c) elastic p99", "bar: (e) p99 <= (c) p99"]
 ELASTIC_RULES = ("Elastic gangs, per tenant: (b) the hub's priority preemption, as above; "
                  "(e) the same with every gang of two or more replicas an elastic PyTorchJob "
                  "(half to all of its replicas: admitted at what fits, grown as capacity "
                  "frees, shrunk rather than evicted; its work fixed, so it runs longer when "
                  "smaller). Evicted = times its gangs were requeued; shrunk = times they gave "
                  "back replicas instead; end after arrival = completion time, queueing "
-                 "included (gangs that ended).")
+                 "included (gangs that ended); (c) elastic = the tenant alone on a private "
+                 "cluster of its guarantee, its gangs elastic alike (HiveD's bar for (e)).")
 
 
 def shared(setup: tuple[str, tuple[str, ...]], preemption: bool) -> Scenario:
@@ -51,8 +52,12 @@ def elastic(setup: tuple[str, tuple[str, ...]]) -> Scenario:
     return replace(shared(setup, True), name=f"{setup[0]}, preemption, elastic", elastic=True)
 
 
-def elastic_runs() -> list[Run]:
-    return [Run(elastic(setup)) for setup in SETUPS]
+def elastic_runs(trace: Trace) -> list[Run]:
+    out = [Run(elastic(setup)) for setup in SETUPS]
+    for setup in SETUPS:
+        out += [private(tenant, share, True, elastic=True)
+                for tenant, share in guarantees(trace, setup).items() if share]
+    return out
 
 
 def elastic_table(trace: Trace, results: Mapping[Run, Outcome], fmt: Callable[[float], str]
@@ -62,6 +67,7 @@ def elastic_table(trace: Trace, results: Mapping[Run, Outcome], fmt: Callable[[f
     gangs = {g.name: g for g in trace.gangs}
     for setup in SETUPS:
         rigid, grown = results[Run(shared(setup, True))], results[Run(elastic(setup))]
+        shares = guarantees(trace, setup)
         for tenant in [*sorted(rigid.delays), ""]:  # "": every tenant
             own = [g for g in trace.gangs if g.tenant == tenant or not tenant]
             columns, raw = [], []
@@ -77,13 +83,20 @@ def elastic_table(trace: Trace, results: Mapping[Run, Outcome], fmt: Callable[[f
             shrunk = grown.tenant_shrunk[tenant] if tenant else sum(
                 grown.tenant_shrunk.values())
             ends = [_mean_end(o, gangs, tenant) for o in (grown, rigid)]
+            share = shares.get(tenant, 0)
+            alone = summary(results[private(tenant, share, True, elastic=True)]
+                            .delays[tenant])[2] if share else float("nan")
+            bar = "-" if not share else "met" if raw[1]["p99"] <= alone else \
+                f"missed by {fmt(raw[1]['p99'] - alone)}"
             rows.append([setup[0], tenant or "all", str(len(own)),
                          str(sum(1 for g in own if g.replicas >= 2)), *columns, str(shrunk),
-                         *(fmt(e) for e in ends)])
+                         *(fmt(e) for e in ends), fmt(alone) if share else "-", bar])
             entries.append({"setup": setup[0], "tenant": tenant or "all",
                             "rigid": raw[0], "elastic": {**raw[1], "shrunk": shrunk},
                             "mean_end_after_arrival": dict(zip(("elastic", "rigid"), ends,
-                                                               strict=True))})
+                                                               strict=True)),
+                            **({"private_elastic_p99": alone, "bar_met": bar == "met"}
+                               if share else {})})
         rows[-1][12] += f" (grown {grown.grown})"
     return rows, entries
 
@@ -96,13 +109,14 @@ def _mean_end(outcome: Outcome, gangs: Mapping[str, Gang], tenant: str) -> float
 
 def guarantees(trace: Trace, setup: tuple[str, tuple[str, ...]]) -> dict[str, int]:
     tenants = tuple(sorted({g.tenant for g in trace.gangs}))
-    tree = quota_tree(tenants, sum(n.gpus for n in trace.nodes), shared(setup, False))
+    tree = quota_tree(tenants, fleet_capacity(trace.nodes), shared(setup, False))
     return {leaf.name: leaf.min[GPU] for leaf in tree.children}
 
 
-def private(tenant: str, share: int, preemption: bool) -> Run:
-    return Run(Scenario("preemption" if preemption else "no preemption",
-                        preemption=preemption), tenant, share)
+def private(tenant: str, share: int, preemption: bool, elastic: bool = False) -> Run:
+    name = "preemption" if preemption else "no preemption"
+    return Run(Scenario(f"{name}, elastic" if elastic else name, preemption=preemption,
+                        elastic=elastic), tenant, share)
 
 
 def runs(trace: Trace) -> list[Run]:

@@ -5,7 +5,7 @@ whose nodes are in racks."""
 
 from __future__ import annotations
 
-from fleet.sim.engine import Scenario, Simulation
+from fleet.sim.engine import Scenario, Simulation, fleet_capacity, quota_tree
 from fleet.sim.trace import Gang, Node, Trace
 
 GI = 1 << 30
@@ -60,3 +60,16 @@ def test_a_gang_that_requires_a_rack_runs_in_one() -> None:
         assert outcome.multi_started == 2
         assert outcome.multi_in_one_rack == in_one, topology
         assert outcome.by_gang["eight"] == 0
+
+
+def test_a_guarantee_is_a_slice_of_every_resource_the_gangs_ask_for() -> None:
+    """Each guaranteed tenant's min is its share of the fleet's GPUs, CPU and memory (what a
+    private cluster of its guarantee holds); an opportunistic tenant's is none. With GPUs
+    alone, every tenant would borrow CPU from its first millicore, and its gangs would be
+    reclaimed by any other tenant's claim within its guarantee."""
+    capacity = fleet_capacity(fleet().nodes)
+    assert capacity == {"nvidia.com/gpu": 8, "cpu": 64_000, "memory": 128 * GI}
+    tree = quota_tree(("t0", "t1", "t2"), capacity, Scenario("x", opportunistic=("t2",)))
+    mins = {leaf.name: dict(leaf.min) for leaf in tree.children}
+    assert mins["t0"] == mins["t1"] == {"nvidia.com/gpu": 4, "cpu": 32_000, "memory": 64 * GI}
+    assert mins["t2"] == {"nvidia.com/gpu": 0, "cpu": 0, "memory": 0}
