@@ -16,10 +16,18 @@ import pytest
 import yaml
 
 from e2e.conftest import eventually
-from e2e.jobs import delete_jobs, gang_namespace, hub_job, hub_state, member, seed_pytorchjob
+from e2e.jobs import (
+    delete_jobs,
+    gang_namespace,
+    hub_job,
+    hub_state,
+    member,
+    pods,
+    seed_pytorchjob,
+)
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from fleet.api.protocol import PROPAGATED_LABEL, REQUEUED_AT
+from fleet.api.protocol import PROPAGATED_LABEL, REQUEUED_AT, TENANT
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -219,3 +227,79 @@ def test_a_prod_job_preempts_a_test_job_of_its_tenant_at_its_max(tenant: Kube) -
     eventually(lambda: queue_reason(hub, test) == "QuotaExceeded", timeout=60,
                what="the test job waiting for quota")
     assert hub_job(hub, test)["status"]["queue"]["position"] == 1
+
+
+TWO_TENANTS = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+    "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+    "spec": {"root": {
+        "name": "root", "min": {"nvidia.com/gpu": 64}, "max": {"nvidia.com/gpu": 64},
+        "children": [{"name": name, "min": {"nvidia.com/gpu": 16},
+                      "max": {"nvidia.com/gpu": 32}, "namespaces": [f"prio-{name}"]}
+                     for name in ("alpha", "beta")]}},
+}
+
+
+@pytest.fixture
+def two_tenants(fleet: LocalFleet, hub: Kube) -> Iterator[tuple[Kube, str]]:
+    """Namespaces ``prio-alpha`` and ``prio-beta``, each its own quota leaf, their jobs queued
+    for quota and placed on the first member only; the member named."""
+    where = sorted(fleet.members)[0]
+    policy = yaml.safe_load((EXAMPLES / "propagationpolicy-gang-queue.yaml").read_text())
+    policy["spec"]["placement"]["clusterAffinity"] = {"clusterNames": [where]}
+    for namespace in ("prio-alpha", "prio-beta"):
+        if hub.get_or_none(r.NAMESPACES, namespace) is None:
+            hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": namespace}})
+        policy["metadata"]["namespace"] = namespace
+        hub.apply(r.PROPAGATIONPOLICIES, policy, field_manager="test")
+    hub.apply(r.ELASTICQUOTATREES, TWO_TENANTS, field_manager="test")
+    eventually(lambda: hub.get_or_none(r.QUEUES, "root-beta", "kube-queue"),
+               what="Queue root-beta")
+    idle_fleet(hub)
+    yield hub, where
+    for namespace in ("prio-alpha", "prio-beta"):
+        delete_jobs(hub, namespace, wait=True)
+    hub.delete(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
+
+
+def sized(name: str, namespace: str, *, replicas: int, gpus: int, cpu: str) -> Body:
+    """A PyTorchJob of ``replicas`` pods (a master, then workers) of ``gpus`` GPUs and
+    ``cpu`` cores each, running an hour."""
+    manifest = seed_pytorchjob(name, namespace, run_for="1h", gpus=gpus,
+                               workers=replicas - 1 if replicas > 1 else 0)
+    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = cpu
+    return manifest
+
+
+def test_each_tenants_pods_keep_to_nodes_of_their_own_on_a_member(
+        fleet: LocalFleet, two_tenants: tuple[Kube, str]) -> None:
+    """On a member of four 8-GPU nodes, alpha's first job takes half of three nodes and beta's
+    small job the fourth, the emptiest. Alpha's next pod fits the fourth node too, which the
+    member's scheduler prefers (the least allocated) unless the pods of one tenant keep away
+    from another's: it goes beside alpha's own pods."""
+    hub, where = two_tenants
+    kube = fleet.client(where)
+    first = hub.create(r.PYTORCHJOBS, sized("alpha-1", "prio-alpha", replicas=3, gpus=4,
+                                            cpu="16"))
+    hub_state(hub, first, "Running", timeout=90)
+    small = hub.create(r.PYTORCHJOBS, sized("beta-1", "prio-beta", replicas=1, gpus=1,
+                                            cpu="1"))
+    hub_state(hub, small, "Running", timeout=90)
+    second = hub.create(r.PYTORCHJOBS, sized("alpha-2", "prio-alpha", replicas=1, gpus=4,
+                                             cpu="1"))
+    hub_state(hub, second, "Running", timeout=90)
+    nodes = {job["metadata"]["name"]: {p["spec"]["nodeName"] for p in pods(kube, job).values()}
+             for job in (first, small, second)}
+    assert len(nodes["alpha-1"]) == 3
+    assert not nodes["beta-1"] & nodes["alpha-1"]
+    assert nodes["alpha-2"] <= nodes["alpha-1"], nodes  # not beside beta's pod
+    for job, tenant in ((first, "root.alpha"), (small, "root.beta")):
+        for pod in pods(kube, job).values():
+            assert pod["metadata"]["labels"][TENANT] == tenant
+            terms = pod["spec"]["affinity"]["podAntiAffinity"][
+                "preferredDuringSchedulingIgnoredDuringExecution"]
+            assert terms[-1]["podAffinityTerm"]["labelSelector"]["matchExpressions"][1] == {
+                "key": TENANT, "operator": "NotIn", "values": [tenant]}
+    assert hub_job(hub, first)["metadata"]["annotations"][TENANT] == "root/alpha"

@@ -18,6 +18,7 @@ from propagation.clusters import filter_clusters
 from propagation.division import divide, taken
 from propagation.views import ClusterView
 from quota.engine import AdmissionPass, Holding
+from quota.priority import OPPORTUNISTIC_TENANT, is_opportunistic
 from quota.queues import queue_names
 from quota.tree import walk
 
@@ -208,11 +209,13 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
         admission.admit(job.quota, view.now_text)
         leaf = admission.leaf(job.quota)
         admitted_at, admitted_by = view.now_text, leaf.key if leaf else "?"
+    tenant = OPPORTUNISTIC_TENANT if is_opportunistic(job.priority) else admitted_by
     failover = policy.failover
     reserve = any(capacity[s.cluster].reservation for s in decision.shares)
     out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    policy.propagate_deps, sized=sized, backfill=note, reserve=reserve))
+                    policy.propagate_deps, sized=sized, backfill=note, reserve=reserve,
+                    tenant=tenant))
     return out, None
 
 

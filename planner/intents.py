@@ -34,6 +34,12 @@ class Bind:
     # Reservation mode on a chosen member: the Works start in phase Reserve (no pods until
     # every member confirmed its reservation; see ``Commit`` and ``RollBack``).
     reserve: bool = False
+    # Whose nodes its pods keep to (HiveD's cells, node by node): its quota leaf, or
+    # OPPORTUNISTIC_TENANT for an opportunistic job; "" for a guaranteed job no quota tree
+    # covers. Pods of one tenant prefer nodes no other tenant's pods are on, so that what a
+    # reclaim or a preemption frees is whole nodes, and one tenant's small jobs do not break
+    # up the nodes another's guarantee needs.
+    tenant: str = ""
 
     @property
     def clusters(self) -> tuple[str, ...]:

@@ -18,6 +18,9 @@ MAX_GUARANTEED_PRIORITY = 1000  # HiveD's bound; larger values still order as gi
 # Kubernetes PriorityClass values are int32; anything beyond is refused where it is read.
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1
+# The tenant whose nodes opportunistic jobs keep to, whatever their quota leaf: they share
+# idle nodes with each other, away from guaranteed jobs, so preempting them frees whole nodes.
+OPPORTUNISTIC_TENANT = "opportunistic"
 
 
 class Level(StrEnum):

@@ -157,6 +157,13 @@ class WorkPlacement(KubeModel):
         default_factory=dict,
         description="Per role whose pod template asks for a topology of its own: the "
                     "domains that role's pods keep to (the agent pins its template to them).")
+    tenant: str = Field(
+        default="", max_length=63,
+        pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
+        description="Whose nodes the share's pods keep to (the quota leaf that admitted the "
+                    "job, or opportunistic), as a label value: the agent labels the pods "
+                    "fleet.sh/tenant with it and has them prefer nodes without other "
+                    "tenants' pods.")
     generation: int = Field(
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "

@@ -77,9 +77,16 @@ RESERVE_RETRY_AT = f"{GROUP}/reserve-retry-at"
 # "true" on a job bound in reservation mode: its Works start in phase Reserve (a Work the
 # hub completes after a restart too, unless the placement was committed already).
 RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
+# Whose nodes the job's pods keep to, set by its bind (HiveD's cells, node by node): the quota
+# leaf that admitted it ("root/team-a"), or "opportunistic" for an opportunistic job. Its Works
+# carry it as a label value (``spec.placement.tenant``); the agent labels the job's pods with
+# it (this key) and gives them a preferred pod anti-affinity to other tenants' pods, so that a
+# node holds one tenant's pods where it can: what a reclaim or a preemption frees is then
+# whole nodes, and one tenant's small jobs do not break up the nodes another's guarantee needs.
+TENANT = f"{GROUP}/tenant"
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, REQUEUED_AT, FAILOVER_SINCE,
-            FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT)
+            FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT, TENANT)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's
@@ -260,6 +267,19 @@ def _domains(found: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 
 
 # -- topology ----------------------------------------------------------------------------
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def tenant_label(tenant: str) -> str:
+    """A tenant (see ``TENANT``) as a label value: a quota leaf's path with dots for its
+    slashes ("root.team-a"), or, when that is no valid label value (too long), a digest of it
+    that stays the same for the same tenant."""
+    value = tenant.replace("/", ".")
+    if not tenant or _LABEL_VALUE.fullmatch(value):
+        return value
+    return "t-" + hashlib.sha256(tenant.encode()).hexdigest()[:40]
+
+
 def label_key_error(key: str) -> str:
     """Why ``key`` is not a valid node label key ("" when it is)."""
     if not isinstance(key, str) or not key:

@@ -86,6 +86,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
     """The Work of one share; ``phase`` Reserve for a placement in reservation mode."""
     meta = job["metadata"]
     name = work_name(job)
+    tenant = p.tenant_label((meta.get("annotations") or {}).get(p.TENANT) or "")
     return {
         "apiVersion": p.API_VERSION,
         "kind": "Work",
@@ -106,6 +107,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
                           **({"domains": share["domains"]} if share.get("domains") else {}),
                           **({"roleDomains": share["roleDomains"]}
                              if share.get("roleDomains") else {}),
+                          **({"tenant": tenant} if tenant else {}),
                           "generation": p.placement_generation(meta),
                           **({"phase": phase} if phase else {})},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],

@@ -241,6 +241,7 @@ class Writer:
                 else None,
                 p.RESERVED_PLACEMENT: "true" if bind.reserve else None,
                 p.RESERVE_RETRY_AT: None,
+                p.TENANT: bind.tenant or None,
             }
             shares = w.placement_dicts(bind.shares)
             bound = self.dispatcher.bind(job, adapter, w.encode_placement(bind.shares),

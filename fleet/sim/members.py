@@ -3,6 +3,10 @@ scheduler (best fit, GPU models honoured) and the capacity report the hub reads:
 grouped by free capacity and model, each group naming its nodes, as an agent reports them
 (a preemption plan points at the nodes its victims free).
 
+A gang's pods keep away from nodes other tenants' pods are on, where they can (the tenant the
+hub's bind names: the agent gives its pods a preferred pod anti-affinity to other tenants'),
+and then fit best.
+
 With racks (``rack_size``), each member's nodes are dealt into racks of that many nodes and
 blocks of ``RACKS_PER_BLOCK`` racks, labelled with Kueue's default topology levels and
 reported with them, and the member's scheduler keeps a share within the domains the hub
@@ -43,6 +47,8 @@ class Members:
             self.free[i % clusters].append([node.cpu, node.memory, node.gpus])
             self.models[i % clusters].append(node.model)
         self.total_gpus = sum(n.gpus for n in nodes)
+        # per node, the replicas on it by tenant
+        self.tenants: list[list[dict[str, int]]] = [[{} for _ in f] for f in self.free]
         self.rack_size = rack_size
         self.views = [self.view(i) for i in range(clusters)]
 
@@ -68,11 +74,12 @@ class Members:
     def refresh(self) -> None:
         self.views = [self.view(i) for i in range(len(self.free))]
 
-    def place(self, index: int, gang: Gang, count: int,
-              domains: Sequence[Domain] = ()) -> list[int]:
-        """The member's scheduler: best fit (least GPUs left) for up to ``count`` replicas,
-        on nodes of a GPU model the gang accepts, within ``domains`` when given; the nodes
-        taken."""
+    def place(self, index: int, gang: Gang, count: int, domains: Sequence[Domain] = (),
+              tenant: str = "") -> list[int]:
+        """The member's scheduler: for up to ``count`` replicas, on nodes of a GPU model the
+        gang accepts, within ``domains`` when given, a node no other tenant's replicas are on
+        before one they are (when ``tenant`` is given), then best fit (least GPUs left); the
+        nodes taken."""
         placed = []
         models = self.models[index]
         allowed = [set(d) for d in domains]
@@ -84,7 +91,10 @@ class Members:
                 if allowed and not any(set(self.topology(n)) >= d for d in allowed):
                     continue
                 if free[0] >= gang.cpu and free[1] >= gang.memory and free[2] >= gang.gpus:
-                    left = (free[2] - gang.gpus, free[0] - gang.cpu)
+                    shared = bool(tenant) and any(
+                        replicas and other and other != tenant  # "": unlabelled pods
+                        for other, replicas in self.tenants[index][n].items())
+                    left = (shared, free[2] - gang.gpus, free[0] - gang.cpu)
                     if best_left is None or left < best_left:
                         best, best_left = n, left
             if best < 0:
@@ -93,15 +103,18 @@ class Members:
             free[0] -= gang.cpu
             free[1] -= gang.memory
             free[2] -= gang.gpus
+            on = self.tenants[index][best]
+            on[tenant] = on.get(tenant, 0) + 1
             placed.append(best)
         if placed:
             self.views[index] = self.view(index)
         return placed
 
-    def release(self, index: int, gang: Gang, placed: Sequence[int]) -> None:
+    def release(self, index: int, gang: Gang, placed: Sequence[int], tenant: str = "") -> None:
         for n in placed:
             free = self.free[index][n]
             free[0] += gang.cpu
             free[1] += gang.memory
             free[2] += gang.gpus
+            self.tenants[index][n][tenant] -= 1
         self.views[index] = self.view(index)

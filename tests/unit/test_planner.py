@@ -33,6 +33,7 @@ from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup, PlacementRules, Role
 from quota.engine import Holding, Job
+from quota.priority import OPPORTUNISTIC_TENANT
 from quota.tree import QuotaNode
 
 NOW = 1_000_000.0
@@ -320,3 +321,29 @@ def test_a_reclaim_that_makes_its_claimant_fit_is_done() -> None:
     reclaimed, preempted = _evicted(plan_pass(replace(view, jobs=(_team_a_job("j0", 0),))))
     assert reclaimed == ["PyTorchJob/team-b/v2"]
     assert not preempted
+
+
+def test_a_bind_names_the_tenant_whose_nodes_its_pods_keep_to() -> None:
+    """A queued job's tenant is the quota leaf that admits it; every opportunistic job's is
+    one and the same, whatever its leaf; a job no tree covers has none, unless
+    opportunistic."""
+    root = QuotaNode("root", {GPU: 32}, {GPU: 32}, children=(
+        QuotaNode("a", {GPU: 16}, {GPU: 32}, ("team-a",)),
+        QuotaNode("b", {GPU: 16}, {GPU: 32}, ("team-b",))))
+
+    def queued(namespace: str, name: str, priority: int) -> JobView:
+        key = f"PyTorchJob/{namespace}/{name}"
+        demand = JobDemand(key, (Role("Worker", 1, Resources.of({GPU: 1})),))
+        return JobView(key, name, f"t-{name}", Stage.WAITING, demand,
+                       policy=replace(POLICY, queues=True),
+                       quota=Job(key, namespace, {GPU: 1}, priority, f"t-{name}"),
+                       priority=priority)
+
+    jobs = (queued("team-a", "a", 0), queued("team-b", "b", 5), queued("team-a", "o", -1),
+            queued("team-b", "p", -1))
+    plan = plan_pass(replace(view(*jobs), quota=QuotaView(root, ())))
+    assert {b.job.rsplit("/", 1)[1]: b.tenant for b in plan.binds} == {
+        "a": "root/a", "b": "root/b", "o": OPPORTUNISTIC_TENANT, "p": OPPORTUNISTIC_TENANT}
+    unqueued = plan_pass(view(waiting("w"), waiting("x", priority=-1))).binds
+    assert {b.job.rsplit("/", 1)[1]: b.tenant for b in unqueued} == {
+        "w": "", "x": OPPORTUNISTIC_TENANT}

@@ -4,6 +4,7 @@ reserved; roll back all on one refusal, a lost member or the deadline) and the a
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,7 @@ from fleet.api import protocol as p
 from fleet.hub import reservations as hub_condition
 from member_agent.controllers import placeholders as ph
 from member_agent.fencing import Action, fence_of, judge, member_job
+from member_agent.tenancy import other_tenants
 from planner import PassView, plan_pass
 from planner import reserving as planner_reserving
 from planner.intents import Commit, FailOver, RollBack, Wait
@@ -188,6 +190,20 @@ def test_reserve_creates_one_placeholder_per_replica_with_its_requests_and_prior
                                        "values": [n]}]} for n in ("n1", "n2")]
     assert decided.verdict == ph.Verdict(p.RESERVING, "0 of 2 placeholders bound")
     assert ph.plan(a_work(), [], [], None).create == ()  # the member copy first
+    assert p.TENANT not in pod["metadata"]["labels"]
+
+
+def test_a_placeholder_holds_its_nodes_for_its_tenant() -> None:
+    """Other tenants' pods keep away from the nodes it holds, as from its job's pods; the
+    Work's manifest is not touched."""
+    work = a_work()
+    work["spec"]["placement"]["tenant"] = "root.team-a"
+    before = copy.deepcopy(work)
+    pod = ph.plan(work, [], [], OWNER).create[0]
+    assert pod["metadata"]["labels"][p.TENANT] == "root.team-a"
+    assert pod["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"] == [other_tenants("root.team-a")]
+    assert work == before
 
 
 def test_reserved_only_when_every_placeholder_is_bound_refused_at_the_first_unschedulable(

@@ -27,6 +27,7 @@ Pure: Works, pods and the member copy in; what to create and delete, and the ver
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from fleet.api import protocol as p
 from fleet.api.quantity import format_canonical
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, pod_request
+from member_agent.tenancy import keep_apart
 
 Body = dict[str, Any]
 Slot = tuple[str, int]  # (lower-case replica type, index)
@@ -95,7 +97,7 @@ def placeholder(work: Mapping[str, Any], slot: Slot, template: Mapping[str, Any]
     spec = template.get("spec") or {}
     request = pod_request(template)
     amounts = {name: format_canonical(name, amount) for name, amount in request.items()}
-    held: Body = {key: spec[key] for key in PLACEMENT_FIELDS if spec.get(key)}
+    held: Body = {key: copy.deepcopy(spec[key]) for key in PLACEMENT_FIELDS if spec.get(key)}
     nodes = list(work["spec"]["placement"].get("nodes") or [])
     if nodes:
         held["affinity"] = _pinned(held.get("affinity") or {}, nodes)
@@ -107,7 +109,7 @@ def placeholder(work: Mapping[str, Any], slot: Slot, template: Mapping[str, Any]
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
     })
-    return {
+    pod: Body = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": placeholder_name(meta["name"], slot),
@@ -120,6 +122,10 @@ def placeholder(work: Mapping[str, Any], slot: Slot, template: Mapping[str, Any]
         },
         "spec": held,
     }
+    tenant = str(work["spec"]["placement"].get("tenant") or "")
+    if tenant:  # it holds the nodes for its tenant: other tenants' pods keep away as well
+        keep_apart(pod, tenant)
+    return pod
 
 
 def _pinned(affinity: Mapping[str, Any], nodes: Sequence[str]) -> Body:

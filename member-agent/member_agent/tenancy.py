@@ -1,0 +1,61 @@
+"""Keeping each tenant's pods on nodes of their own where they can be (HiveD's cells, node by
+node).
+
+The hub names, in each Work, whose the share's pods are (``spec.placement.tenant``: the quota
+leaf that admitted the job, or ``opportunistic``). The agent labels every pod template of the
+member job with it and gives each a preferred pod anti-affinity to the pods of every other
+tenant, in any namespace, per node. The member's scheduler then puts a tenant's pods beside
+its own, or on empty nodes, before it mixes them with another's: preempting opportunistic
+jobs or reclaiming a borrower's frees whole nodes, and one tenant's 1-GPU jobs do not take a
+GPU of every node that another tenant's 8-GPU gang needs whole. A preference, not a rule: a
+full member still places every pod.
+
+Pure: a manifest and the tenant in, a new manifest out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.api.protocol import HOSTNAME_LEVEL, TENANT
+from fleet.kinds import adapter_for
+
+Body = dict[str, Any]
+WEIGHT = 100  # the most a preferred term weighs: it outweighs the resource scores
+
+
+def other_tenants(tenant: str) -> Body:
+    """A preferred anti-affinity term: away from nodes with other tenants' pods."""
+    return {"weight": WEIGHT, "podAffinityTerm": {
+        "labelSelector": {"matchExpressions": [
+            {"key": TENANT, "operator": "Exists"},
+            {"key": TENANT, "operator": "NotIn", "values": [tenant]}]},
+        "namespaceSelector": {},  # every namespace: tenants are quota leaves, not namespaces
+        "topologyKey": HOSTNAME_LEVEL}}
+
+
+def keep_apart(template: Body, tenant: str) -> None:
+    """Label a pod template (or a pod) with its tenant and keep it from other tenants' pods."""
+    template.setdefault("metadata", {}).setdefault("labels", {})[TENANT] = tenant
+    anti = template.setdefault("spec", {}).setdefault("affinity", {}).setdefault(
+        "podAntiAffinity", {})
+    preferred = anti.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    term = other_tenants(tenant)
+    if term not in preferred:
+        preferred.append(term)
+
+
+def kept_apart(manifest: Mapping[str, Any], tenant: str) -> Body:
+    """A copy of the member job whose pod templates carry the tenant's label and keep away
+    from other tenants' pods (the manifest itself, copied, without a tenant)."""
+    body = copy.deepcopy(dict(manifest))
+    if not tenant:
+        return body
+    adapter = adapter_for(body["apiVersion"], body["kind"])
+    for _, spec in adapter.replica_specs(body):
+        template = spec.get("template")
+        if isinstance(template, dict):
+            keep_apart(template, tenant)
+    return body
