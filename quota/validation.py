@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quota.amounts import total
+from quota.amounts import MAX_JOBS, total
 from quota.tree import QuotaNode, field_path, walk
 
 TREE_NAMESPACE = "kube-system"
 MAX_QUOTA_NODES = 1_000  # as fleet.api.limits says (the pure package imports no fleet code)
+EVERY_POD_ASKS = ("cpu", "memory")  # what nearly every pod requests
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,15 @@ class Verdict:
 def effective_min(node: QuotaNode, is_root: bool) -> dict[str, int]:
     """The root's guarantee is the whole tree: its min is taken as its max (seed 002)."""
     return dict(node.max) if is_root else dict(node.min)
+
+
+def _unguaranteed(node: QuotaNode) -> list[str]:
+    """The resources a leaf that guarantees something leaves out of its min: those its max
+    lists and those nearly every pod asks for."""
+    if not node.is_leaf or not node.min:
+        return []
+    asked = {*node.max, *EVERY_POD_ASKS} - {MAX_JOBS}
+    return sorted(asked - set(node.min))
 
 
 def validate_tree(root: QuotaNode, *, namespace: str, name: str,
@@ -66,6 +76,13 @@ def validate_tree(root: QuotaNode, *, namespace: str, name: str,
             high = node.max.get(resource)
             if high is not None and high < low:
                 errors.append(f"{where}.max[{resource}]: {high} is below min {low}")
+        unguaranteed = _unguaranteed(node)
+        if unguaranteed:
+            warnings.append(f"{where}.min: guarantees {', '.join(sorted(node.min))} but not "
+                            f"{', '.join(unguaranteed)}: a resource left out of min is "
+                            "guaranteed 0, so whatever of it this leaf's jobs use is borrowed "
+                            "and another leaf taking back its own guarantee may reclaim them; "
+                            "list it in min to guarantee it")
         names = [c.name for c in node.children]
         for duplicate in sorted({n for n in names if names.count(n) > 1}):
             errors.append(f"{where}.children: name {duplicate!r} is used twice")

@@ -194,6 +194,20 @@ def test_seed_tree_is_valid_with_a_root_min_warning() -> None:
     assert len(verdict.warnings) == 1
 
 
+def test_a_leaf_guaranteeing_gpus_alone_is_warned_its_cpu_is_borrowed() -> None:
+    gpu_only = QuotaNode("root", {GPU: 8, "cpu": 64}, {GPU: 8, "cpu": 64}, children=(
+        QuotaNode("a", {GPU: 4}, {GPU: 8, MAX_JOBS: 10}, ("team-a",)),
+        QuotaNode("b", {GPU: 4, "cpu": 32, "memory": 64}, {GPU: 8}, ("team-b",)),
+        QuotaNode("c", {}, {GPU: 8}, ("team-c",))))
+    verdict = validate_tree(gpu_only, namespace="kube-system", name="t")
+    assert verdict.errors == ()
+    assert verdict.warnings == (
+        "spec.root.children[0].min: guarantees nvidia.com/gpu but not cpu, memory: a resource "
+        "left out of min is guaranteed 0, so whatever of it this leaf's jobs use is borrowed "
+        "and another leaf taking back its own guarantee may reclaim them; list it in min to "
+        "guarantee it",)
+
+
 @st.composite
 def trees(draw: st.DrawFn) -> QuotaNode:
     counter = iter(range(1000))
