@@ -43,8 +43,7 @@ from member_agent.priority_classes import apply_priority_class, is_priority_clas
 from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
-from member_agent.tenancy import kept_apart
-from member_agent.topology import pinned
+from member_agent.topology import placed
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -324,16 +323,7 @@ class HubSync:
                 "resourceVersion": meta["resourceVersion"],
                 "finalizers": [*(meta.get("finalizers") or []), AGENT_FINALIZER]}},
                 self.namespace)
-        manifests = work["spec"]["manifests"]
-        # The share's pods stay in the topology domains the hub packed it into.
-        domains = protocol.share_domains(work["spec"]["placement"])
-        role_domains = protocol.share_role_domains(work["spec"]["placement"])
-        if domains or role_domains:
-            manifests = [pinned(manifests[0], domains, role_domains), *manifests[1:]]
-        # ... on nodes of their tenant's where they can be.
-        tenant = str(work["spec"]["placement"].get("tenant") or "")
-        if tenant:
-            manifests = [kept_apart(manifests[0], tenant), *manifests[1:]]
+        manifests = [placed(work), *work["spec"]["manifests"][1:]]
         # What the job needs first: its pods refer to its PriorityClass and dependencies.
         applied: Body | None = None  # the job, last
         for manifest in [*manifests[1:], manifests[0]]:

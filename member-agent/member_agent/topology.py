@@ -8,7 +8,8 @@ scheduler places the pods there and nowhere else. A role whose pod template asks
 topology of its own (Kueue's pod-set topology) has its own domains
 (``spec.placement.roleDomains``), and only its template is pinned to them. A template's own
 required node affinity is kept: its terms are ANDed with the domains (node selector terms are
-ORed, so each of its terms is joined with each domain).
+ORed, so each of its terms is joined with each domain). ``placed`` gives the member job as
+the agent applies it: pinned so, and kept apart from other tenants' pods.
 
 Pure: a manifest and the domains in, a new manifest out.
 """
@@ -19,7 +20,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api import protocol
 from fleet.kinds import adapter_for
+from member_agent.tenancy import kept_apart
 
 Body = dict[str, Any]
 Domain = Sequence[tuple[str, str]]
@@ -88,3 +91,19 @@ def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain],
         required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
         required["nodeSelectorTerms"] = _joined(required.get("nodeSelectorTerms") or [], terms)
     return body
+
+
+def placed(work: Mapping[str, Any]) -> Body:
+    """The Work's member job as its placement has its pods placed: in the topology domains
+    the hub packed the share into, and on nodes of their tenant's where they can be
+    (``member_agent.tenancy``); the Work itself is not changed."""
+    placement = work["spec"]["placement"]
+    manifest: Body = work["spec"]["manifests"][0]
+    domains = protocol.share_domains(placement)
+    role_domains = protocol.share_role_domains(placement)
+    if domains or role_domains:
+        manifest = pinned(manifest, domains, role_domains)
+    tenant = str(placement.get("tenant") or "")
+    if tenant:
+        manifest = kept_apart(manifest, tenant)
+    return manifest

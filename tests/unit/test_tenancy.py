@@ -20,6 +20,7 @@ from fleet.kinds import adapter_for
 from fleet.sim.members import Members
 from fleet.sim.trace import Gang, Node
 from member_agent.tenancy import kept_apart, other_tenants
+from member_agent.topology import placed
 from propagation.division import ClusterShare
 
 Body = dict[str, Any]
@@ -117,3 +118,12 @@ def test_the_simulated_scheduler_keeps_a_tenants_replicas_off_another_tenants_no
     members.release(0, one("b", 1), [1], "b")
     assert members.place(0, one("a", 1), 1, tenant="a") == [0]  # b's node empty again:
     # a's own node still fits best
+
+
+
+def test_the_agent_applies_the_work_as_its_placement_places_it() -> None:
+    body = work_of(seed_pytorchjob("j", "ns", workers=2, master=False), "root/team-a")
+    before = copy.deepcopy(body)
+    [template] = templates(placed(body))
+    assert body == before  # the Work is not changed
+    assert template["metadata"]["labels"][protocol.TENANT] == "root.team-a"
