@@ -26,6 +26,7 @@ from fleet.api.protocol import (
     API_VERSION,
     HEALTHY,
     HEARTBEAT_LEASE,
+    LABEL_VALUE_PATTERN,
     MAX_SHARE_DOMAINS,
     MAX_TOPOLOGY_LEVELS,
     MEMBER_FAILURE_REASONS,
@@ -158,8 +159,7 @@ class WorkPlacement(KubeModel):
         description="Per role whose pod template asks for a topology of its own: the "
                     "domains that role's pods keep to (the agent pins its template to them).")
     tenant: str = Field(
-        default="", max_length=63,
-        pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
+        default="", max_length=63, pattern=f"^({LABEL_VALUE_PATTERN})?$",
         description="Whose nodes the share's pods keep to (the quota leaf that admitted the "
                     "job, or opportunistic), as a label value: the agent labels the pods "
                     "fleet.sh/tenant with it and has them prefer nodes without other "

@@ -152,10 +152,12 @@ DEFAULT_TOPOLOGY_LEVELS = ("cloud.provider.com/topology-block",
 MAX_TOPOLOGY_LEVELS = 8
 MAX_SHARE_DOMAINS = 64  # topology domains one share may name (a preferred gang's spread)
 MAX_TOPOLOGY_GROUPS = 2048  # node groups one capacity report holds at most
-# A label key: an optional DNS-subdomain prefix and "/", then a name of up to 63 characters.
+# A label value (and a label key's name): up to 63 characters, alphanumeric at both ends.
+LABEL_VALUE_PATTERN = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+# A label key: an optional DNS-subdomain prefix and "/", then a name.
 _LABEL_KEY = re.compile(
     r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+    + LABEL_VALUE_PATTERN)
 
 # -- a Work's status, written by the agent ----------------------------------------------------
 APPLIED = "Applied"  # condition: the copy is on the member
@@ -267,7 +269,7 @@ def _domains(found: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 
 
 # -- topology ----------------------------------------------------------------------------
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
 
 
 def tenant_label(tenant: str) -> str:

@@ -16,7 +16,7 @@ Pure: a manifest and the tenant in, a new manifest out.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fleet.api.protocol import HOSTNAME_LEVEL, TENANT
@@ -47,15 +47,18 @@ def keep_apart(template: Body, tenant: str) -> None:
         preferred.append(term)
 
 
+def templates_of(body: Body) -> Iterator[tuple[str, Body]]:
+    """Each role's pod template of a member job, to change in place."""
+    for role, spec in adapter_for(body["apiVersion"], body["kind"]).replica_specs(body):
+        template = spec.get("template")
+        if isinstance(template, dict):
+            yield role, template
+
+
 def kept_apart(manifest: Mapping[str, Any], tenant: str) -> Body:
     """A copy of the member job whose pod templates carry the tenant's label and keep away
     from other tenants' pods (the manifest itself, copied, without a tenant)."""
     body = copy.deepcopy(dict(manifest))
-    if not tenant:
-        return body
-    adapter = adapter_for(body["apiVersion"], body["kind"])
-    for _, spec in adapter.replica_specs(body):
-        template = spec.get("template")
-        if isinstance(template, dict):
-            keep_apart(template, tenant)
+    for _, template in templates_of(body) if tenant else ():
+        keep_apart(template, tenant)
     return body

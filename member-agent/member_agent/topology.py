@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.api import protocol
-from fleet.kinds import adapter_for
-from member_agent.tenancy import kept_apart
+from member_agent.tenancy import keep_apart, templates_of
 
 Body = dict[str, Any]
 Domain = Sequence[tuple[str, str]]
@@ -77,11 +76,7 @@ def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain],
     if not domains and not role_domains:
         return body
     own = dict(role_domains)
-    adapter = adapter_for(body["apiVersion"], body["kind"])
-    for name, spec in adapter.replica_specs(body):
-        template = spec.get("template")
-        if not isinstance(template, dict):
-            continue
+    for name, template in templates_of(body):
         terms = domain_terms(own.get(name) or domains)
         if not terms:
             _prefer_outside(template, [d for found in own.values() for d in found])
@@ -94,16 +89,13 @@ def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain],
 
 
 def placed(work: Mapping[str, Any]) -> Body:
-    """The Work's member job as its placement has its pods placed: in the topology domains
-    the hub packed the share into, and on nodes of their tenant's where they can be
-    (``member_agent.tenancy``); the Work itself is not changed."""
+    """A copy of the Work's member job as its placement has its pods placed: in the topology
+    domains the hub packed the share into, and on nodes of their tenant's where they can be
+    (``member_agent.tenancy``)."""
     placement = work["spec"]["placement"]
-    manifest: Body = work["spec"]["manifests"][0]
-    domains = protocol.share_domains(placement)
-    role_domains = protocol.share_role_domains(placement)
-    if domains or role_domains:
-        manifest = pinned(manifest, domains, role_domains)
+    manifest = pinned(work["spec"]["manifests"][0], protocol.share_domains(placement),
+                      protocol.share_role_domains(placement))
     tenant = str(placement.get("tenant") or "")
-    if tenant:
-        manifest = kept_apart(manifest, tenant)
+    for _, template in templates_of(manifest) if tenant else ():
+        keep_apart(template, tenant)
     return manifest
