@@ -305,3 +305,35 @@ def test_each_tenants_pods_keep_to_nodes_of_their_own_on_a_member(
             assert terms[-1]["podAffinityTerm"]["labelSelector"]["matchExpressions"][1] == {
                 "key": TENANT, "operator": "NotIn", "values": [tenant]}
     assert hub_job(hub, first)["metadata"]["annotations"][TENANT] == "root/alpha"
+
+
+def test_a_job_within_its_guarantee_takes_a_node_back_from_a_borrower_of_equal_priority(
+        fleet: LocalFleet, two_tenants: tuple[Kube, str]) -> None:
+    """Alpha's 4-GPU job stands on one node; beta borrows the other three (24 GPUs of its
+    16-GPU min) with jobs of the same priority. Alpha's 8-GPU gang is within alpha's
+    guarantee and its quota fits, but no node holds it and no priority lets it preempt: the
+    hub takes one of beta's borrowed jobs (the youngest) for it, as on alpha's private
+    cluster it would not have waited for beta."""
+    hub, _ = two_tenants
+    first = hub.create(r.PYTORCHJOBS, sized("alpha-1", "prio-alpha", replicas=1, gpus=4,
+                                            cpu="1"))
+    hub_state(hub, first, "Running", timeout=90)
+    borrowed = []
+    for i in range(3):
+        borrowed.append(hub.create(r.PYTORCHJOBS, sized(f"beta-{i}", "prio-beta", replicas=1,
+                                                        gpus=8, cpu="1")))
+        hub_state(hub, borrowed[-1], "Running", timeout=90)
+    big = hub.create(r.PYTORCHJOBS, sized("alpha-big", "prio-alpha", replicas=1, gpus=8,
+                                          cpu="1"))
+    youngest = borrowed[-1]
+    said = eventually(lambda: events(hub, youngest, "Preempted"), timeout=60,
+                      what="beta's youngest borrowed job preempted")
+    assert "preempted by PyTorchJob/prio-alpha/alpha-big, which claims the guarantee of " \
+        "root/alpha" in said[0]["message"]
+    hub_state(hub, big, "Running", timeout=120)
+    decided = event_time(hub, big, "Preempting")
+    print(f"reclaim for nodes decided -> claimant Running: {time.time() - decided:.1f}s "
+          "(at most)")
+    assert not any(preempted_condition(hub, job) for job in borrowed[:2])  # one was enough
+    eventually(lambda: queue_reason(hub, youngest) != "", timeout=60,
+               what="beta's job waiting in its queue again")

@@ -103,12 +103,15 @@ class Requeue:
 
 @dataclass(frozen=True)
 class Preempt:
-    """Priority preemption for a waiting job: mark each victim to go back to its queue,
-    preempted by ``job`` (the capacity freed is held for it: the plan's holds)."""
+    """Preemption for a waiting job: mark each victim to go back to its queue, preempted by
+    ``job`` (the capacity freed is held for it: the plan's holds)."""
 
     job: str  # the preemptor
     victims: tuple[tuple[str, str], ...]  # victim key, why
     reason: str
+    # "priority", or "guarantee": a job within its tenant's guarantee takes nodes back from
+    # borrowers whatever their priority (preemption.planner.plan_reclaim)
+    kind: str = "priority"
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from planner.elastic import shrunk_shares
 from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
 from planner.view import Hold, JobView, PassView, PreemptionView, Stage
 from preemption.freed import with_freed
-from preemption.model import Outcome, Preemptor, Running
+from preemption.model import Outcome, Plan, Preemptor, Running
 from preemption.planner import plan as plan_preemption
+from preemption.planner import plan_reclaim
 from preemption.quota_limits import quota_limits
 from propagation.division import divide
 from propagation.spent import with_assumed
@@ -32,7 +33,7 @@ def may_plan(jobs: Iterable[JobView], floor: int, retry_at: Mapping[str, float],
     """Whether some waiting job may plan a preemption this pass (above the lowest priority,
     not told a moment ago that there is no plan): only then does the view need the running
     jobs, which cost a walk over every job to build."""
-    return any(j.stage is Stage.WAITING and j.priority > floor
+    return any(j.stage is Stage.WAITING and (j.priority > floor or j.quota is not None)
                and retry_at.get(j.uid, 0.0) <= now for j in jobs)
 
 
@@ -100,7 +101,10 @@ class PreemptionPass:
         its Wait (None when it simply waits as it would without preemption). ``fleet``
         builds the members it may use, only when a plan needs them."""
         p = self.view
-        if job.priority <= p.floor and job.uid not in self.holds:
+        # within its tenant's guarantee, it may take its nodes back from borrowers
+        claims = admission is not None and job.quota is not None and \
+            not is_opportunistic(job.priority) and admission.within_guarantee(job.quota)
+        if job.priority <= p.floor and job.uid not in self.holds and not claims:
             return [], None  # the common case: nobody below it to preempt
         hold = self.holds.get(job.uid)
         if hold is not None and hold.expires > self.now:
@@ -113,14 +117,10 @@ class PreemptionPass:
                     admission.admit(job.quota, self.now_text)  # its quota stays its own
             return [], Wait(job.key, "Preempting", hold.message)
         self.holds.pop(job.uid, None)
-        if self.decided or self.plans >= p.plans_per_pass or job.priority <= p.floor or \
+        if self.decided or self.plans >= p.plans_per_pass or \
+                (job.priority <= p.floor and not claims) or \
                 self.retry_at.get(job.uid, 0.0) > self.now:
             return [], None  # nobody below it, one preemption a pass, or no plan a moment ago
-        if job.preempted_by and not self.opportunistic_running:
-            # preempted itself, and nothing it could take runs: no plan, and no walk over the
-            # running jobs for it on every pass (may_plan) until the retry time
-            self.retry_at[job.uid] = self.now + p.retry_seconds
-            return [], None
         if admission is not None and job.quota is not None:
             verdict = admission.check(job.quota)
             if not verdict.fits and not verdict.blockers:
@@ -139,22 +139,33 @@ class PreemptionPass:
                               leaf.key if leaf else None, preempted=bool(job.preempted_by))
         running = tuple(r for r in p.running if r.key not in self.gone) if self.gone \
             else p.running
-        planned = plan_preemption(preemptor, running, fleet(), limits)
+        planned = NO_PLAN
+        if job.priority > p.floor and not (job.preempted_by and not self.opportunistic_running):
+            # (preempted itself, it takes only opportunistic jobs: none runs, no plan)
+            planned = plan_preemption(preemptor, running, fleet(), limits)
+        why, kind = f"preempted by {job.key} (priority {job.priority} > {{}})", "priority"
+        if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
+                leaf is not None:
+            planned = plan_reclaim(preemptor, running, fleet(), limits)
+            why, kind = (f"preempted by {job.key}, which claims the guarantee of {leaf.key} "
+                         "(its tenant borrowed beyond its min; priority {})"), "guarantee"
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
         self.decided = True
         if admission is not None:  # a reclaim later in the pass takes someone else
             admission.leaving(v.key for v in planned.victims if v.keep is None)
-        why = f"preempted by {job.key} (priority {job.priority} > {{}})"
         victims = tuple((v.key, why.format(v.priority)) for v in planned.victims
                         if v.keep is None)
         shrinks: list[Intent] = [_shrink(v, why.format(v.priority), job.key)
                                  for v in planned.victims if v.keep is not None]
         self.holds[job.uid] = Hold(share_requests(job.demand, planned.decision),
                                    self.now + p.hold_seconds, planned.reason)
-        return ([*shrinks, Preempt(job.key, victims, planned.reason)],
+        return ([*shrinks, Preempt(job.key, victims, planned.reason, kind)],
                 Wait(job.key, "Preempting", planned.reason))
+
+
+NO_PLAN = Plan(Outcome.NO_PLAN, "")
 
 
 def _shrink(victim: Running, why: str, preemptor: str) -> Shrink:

@@ -48,6 +48,15 @@ def borrowing(leaf: str, limits: QuotaLimits) -> bool:
     return any(amount > guaranteed.get(r, 0) for r, amount in used.items() if r != MAX_JOBS)
 
 
+def on_borrowed(job: Running, resource: str, limits: QuotaLimits) -> bool:
+    """The job holds ``resource`` wholly on borrowed capacity: its leaf, without it, still
+    uses at least its min of it."""
+    if job.leaf is None or not job.charge.get(resource):
+        return False
+    used = limits.usage.get(job.leaf, {}).get(resource, 0)
+    return used - job.charge[resource] >= limits.min.get(job.leaf, {}).get(resource, 0)
+
+
 def within_guarantee(preemptor: Preemptor, limits: QuotaLimits) -> bool:
     """Admitting the preemptor keeps its leaf within its min for every resource it asks for
     that the leaf guarantees (and it asks for at least one)."""

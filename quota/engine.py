@@ -228,6 +228,11 @@ class AdmissionPass:
                     break
         return count
 
+    def within_guarantee(self, job: Job) -> bool:
+        """Whether admitting ``job`` keeps its leaf within its guarantee (its min)."""
+        leaf = self.leaf(job)
+        return leaf is not None and bool(job.charge) and self._within_guarantee(leaf, job)
+
     # -- internals ------------------------------------------------------------------------
     def _within_guarantee(self, leaf: PlacedNode, job: Job) -> bool:
         """Every resource ``job`` asks for that its leaf guarantees stays within ``min``, and

@@ -354,8 +354,8 @@ class Writer:
         log.info("preempted %s for %s", intent.job, intent.claimant)
 
     def preempt_for(self, intent: Preempt, preemptor: Body, ctx: PassContext) -> None:
-        """Priority preemption: each victim goes back to its queue, marked preempted by
-        ``intent.job`` (cleared when it is bound again)."""
+        """Priority preemption (or a guarantee taking nodes back): each victim goes back to
+        its queue, marked preempted by ``intent.job`` (cleared when it is bound again)."""
         for key, reason in intent.victims:
             victim = ctx.job(key)
             if victim is None:
@@ -363,7 +363,7 @@ class Writer:
             adapter = adapter_for(victim["apiVersion"], victim["kind"])
             if self.dispatcher.mark_requeue(victim, adapter, reason,
                                             {w.PREEMPTED_BY: intent.job}):
-                metrics.PREEMPTIONS.labels("priority").inc()
+                metrics.PREEMPTIONS.labels(intent.kind).inc()
                 self.dispatcher.event(victim, "Preempted", reason, "Warning")
                 log.info("preempted %s for %s", key, intent.job)
         self.dispatcher.event(preemptor, "Preempting", intent.reason)

@@ -217,13 +217,16 @@ def hand_made() -> list[tuple[str, State]]:
         gang("a1", "team-a", T0, 2, 8), gang("a2", "team-a", T0 + 1, 1, 8),
         gang("b1", "team-b", T0 + 2, 1, 4))}, {}, {}, T0 + 10)
     cases.append(("quota-exceeded", state))
-    # reclaim: team-a borrows beyond its min, team-b's gang within its guarantee waits
-    sim = simulation([node] * 4, Scenario("s"), ("team-a", "team-b"))
-    state = State(sim, {"b1": gang("b1", "team-b", T0 + 50, 2, 8)}, {}, {}, T0 + 60)
-    for i, cluster in enumerate((0, 0, 1, 1)):
-        start(sim, state, gang(f"a{i}", "team-a", T0 + i, 1, 8, priority=i % 2), cluster,
-              T0 + 5 + i)
-    cases.append(("reclaim", state))
+    # reclaim: team-a borrows beyond its min, team-b's gang within its guarantee waits; the
+    # quota's victims (the lowest priority, youngest) free one member's nodes, or (for
+    # nodes) two of one member's, though not the quota's choice
+    for name, layout in (("reclaim", (0, 1, 0, 1)), ("reclaim-for-nodes", (0, 0, 1, 1))):
+        sim = simulation([node] * 4, Scenario("s"), ("team-a", "team-b"))
+        state = State(sim, {"b1": gang("b1", "team-b", T0 + 50, 2, 8)}, {}, {}, T0 + 60)
+        for i, cluster in enumerate(layout):
+            start(sim, state, gang(f"a{i}", "team-a", T0 + i, 1, 8, priority=i % 2), cluster,
+                  T0 + 5 + i)
+        cases.append((name, state))
     # a Block queue: the first gang that does not fit holds back the ones behind it
     sim = simulation([node] * 2, Scenario("s", queue_policy=QueuePolicy.BLOCK),
                      ("team-a",), clusters=1)
@@ -380,6 +383,9 @@ def test_the_hand_made_corpus_covers_every_decision() -> None:
     assert {"QuotaExceeded", "Unschedulable", "Reclaiming"} <= reasons
     assert any("waits for" in i.message for i in plans["block-queue"].waits)
     assert any(isinstance(i, Requeue) for i in plans["reclaim"].intents)
+    [for_nodes] = [i for i in plans["reclaim-for-nodes"].intents if isinstance(i, Preempt)]
+    assert [v for v, _ in for_nodes.victims] == ["PyTorchJob/team-a/a2", "PyTorchJob/team-a/a3"]
+    assert "claims the guarantee of root/team-b" in for_nodes.victims[0][1]
     assert [b.job.rsplit("/", 1)[1] for b in plans["fit-and-order"].binds] == ["a2", "a1", "b1"]
     victims = {name: [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
                for name, plan in plans.items()}

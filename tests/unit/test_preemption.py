@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from preemption.freed import with_freed
 from preemption.model import Outcome, Pod, Preemptor, QuotaLimits, Running
-from preemption.planner import may_preempt, plan
-from preemption.quota_limits import fits_quota, quota_limits
+from preemption.planner import may_preempt, plan, plan_reclaim
+from preemption.quota_limits import fits_quota, on_borrowed, quota_limits, within_guarantee
 from propagation.division import divide
 from propagation.resources import Resources
 from propagation.views import Affinity, ClusterView, JobDemand, NodeGroup, PlacementRules, Role
@@ -316,3 +316,51 @@ def test_jobs_on_clusters_the_preemptor_may_not_use_are_never_victims() -> None:
     decided = plan(p, [elsewhere], fleet(m1={"n1": 0}, m2={"n1": 0}),
                    limits_for(tree(8, 8, 0, 8, 8), [elsewhere]))
     assert decided.outcome is Outcome.NO_PLAN
+
+
+# -- a guarantee claimed back for the nodes, whatever the borrowers' priority -----------------
+def test_a_job_within_its_guarantee_takes_back_a_node_from_a_borrower_of_any_priority() -> None:
+    """Team b borrows beyond its min (8 of 4) with jobs of higher priority than team a's
+    gang, which is within its own min and fits no node: the borrower's job on the node it
+    fits best goes, the one within nothing else's way stays."""
+    borrowed = running("borrowed", 100, ("m1", "n1", 4), namespace="b", leaf="root/b")
+    other = running("other", 100, ("m1", "n2", 4), namespace="b", leaf="root/b",
+                    started="2026-01-01T00:00:09Z")
+    jobs = [borrowed, other]
+    limits = limits_for(tree(4, 8, 4, 8, 8), jobs)
+    assert plan(preemptor(0, 1, 4), jobs, fleet(m1={"n1": 0, "n2": 0}),
+                limits).outcome is Outcome.NO_PLAN  # by priority: nobody
+    decided = plan_reclaim(preemptor(0, 1, 4), jobs, fleet(m1={"n1": 0, "n2": 0}), limits)
+    assert decided.outcome is Outcome.PREEMPT
+    assert [v.key for v in decided.victims] == ["PyTorchJob/b/other"]  # the youngest
+    assert "within its guarantee" in decided.reason
+
+
+def test_no_guarantee_is_claimed_from_a_tenant_within_its_min_or_beyond_ones_own() -> None:
+    theirs = running("theirs", 0, ("m1", "n1", 4), namespace="b", leaf="root/b")
+    jobs = [theirs]
+    within_theirs = limits_for(tree(4, 8, 4, 8, 8), jobs)
+    assert plan_reclaim(preemptor(0, 1, 4), jobs, fleet(m1={"n1": 0}),
+                        within_theirs).outcome is Outcome.NO_PLAN
+    beyond_ours = limits_for(tree(2, 8, 0, 8, 8), jobs)  # b borrows, but a asks 4 of 2
+    assert plan_reclaim(preemptor(0, 1, 4), jobs, fleet(m1={"n1": 0}),
+                        beyond_ours).outcome is Outcome.NO_PLAN
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(scenarios(), scenarios(max_jobs=14, max_nodes=6, max_replicas=6)))
+def test_a_reclaim_for_nodes_makes_the_claim_fit_and_takes_only_borrowed_or_idle_capacity(
+        scenario: tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]) -> None:
+    p, jobs, clusters, limits = scenario
+    decided = plan_reclaim(p, jobs, clusters, limits)
+    if decided.outcome is not Outcome.PREEMPT:
+        assert decided.victims == ()
+        return
+    assert not fits(p, (), clusters, limits)  # never for nothing
+    assert within_guarantee(p, limits)
+    for victim in decided.victims:  # opportunistic, or another tenant's, on borrowed capacity
+        assert victim.priority < 0 or (victim.leaf not in (None, p.leaf)
+                                       and on_borrowed(victim, GPU, limits))
+    assert fits(p, decided.victims, clusters, limits)
+    for spared in decided.victims:  # none is taken in vain
+        assert not fits(p, [v for v in decided.victims if v is not spared], clusters, limits)
