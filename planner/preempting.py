@@ -147,8 +147,8 @@ class PreemptionPass:
         if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
                 leaf is not None:
             planned = plan_reclaim(preemptor, running, fleet(), limits)
-            why, kind = (f"preempted by {job.key}, which claims the guarantee of {leaf.key} "
-                         "(its tenant borrowed beyond its min; priority {})"), "guarantee"
+            why, kind = (f"preempted by {job.key}, which claims the guarantee of {leaf.key}: "
+                         "it ran on capacity its tenant borrowed (priority {})"), "guarantee"
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
