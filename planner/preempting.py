@@ -27,14 +27,18 @@ from quota.engine import AdmissionPass, Holding
 from quota.priority import is_opportunistic
 from quota.tree import leaves_by_namespace
 
+NO_PLAN = Plan(Outcome.NO_PLAN, "")  # no priority plan asked for
+
 
 def may_plan(jobs: Iterable[JobView], floor: int, retry_at: Mapping[str, float],
              now: float) -> bool:
     """Whether some waiting job may plan a preemption this pass (above the lowest priority,
-    not told a moment ago that there is no plan): only then does the view need the running
-    jobs, which cost a walk over every job to build."""
-    return any(j.stage is Stage.WAITING and (j.priority > floor or j.quota is not None)
-               and retry_at.get(j.uid, 0.0) <= now for j in jobs)
+    or a queued guaranteed job that may claim its guarantee's nodes back; not told a moment
+    ago that there is no plan): only then does the view need the running jobs, which cost a
+    walk over every job to build."""
+    return any(j.stage is Stage.WAITING and retry_at.get(j.uid, 0.0) <= now and (
+        j.priority > floor or (j.quota is not None and not is_opportunistic(j.priority)))
+               for j in jobs)
 
 
 @dataclass
@@ -163,9 +167,6 @@ class PreemptionPass:
                                    self.now + p.hold_seconds, planned.reason)
         return ([*shrinks, Preempt(job.key, victims, planned.reason, kind)],
                 Wait(job.key, "Preempting", planned.reason))
-
-
-NO_PLAN = Plan(Outcome.NO_PLAN, "")
 
 
 def _shrink(victim: Running, why: str, preemptor: str) -> Shrink:

@@ -246,6 +246,9 @@ def scenarios(draw: st.DrawFn, max_jobs: int = 6, max_nodes: int = 3, max_replic
     return p, jobs, clusters, limits_for(root, jobs)
 
 
+SMALL_AND_LARGE = st.one_of(scenarios(), scenarios(max_jobs=14, max_nodes=6, max_replicas=6))
+
+
 def fits(p: Preemptor, victims: Sequence[Running], clusters: Sequence[ClusterView],
          limits: QuotaLimits) -> bool:
     if not fits_quota(p, victims, limits):
@@ -255,7 +258,7 @@ def fits(p: Preemptor, victims: Sequence[Running], clusters: Sequence[ClusterVie
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(scenarios(), scenarios(max_jobs=14, max_nodes=6, max_replicas=6)))
+@given(SMALL_AND_LARGE)
 def test_a_plan_makes_the_preemptor_fit_and_touches_only_lower_priority_jobs(
         scenario: tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]) -> None:
     p, jobs, clusters, limits = scenario
@@ -321,8 +324,8 @@ def test_jobs_on_clusters_the_preemptor_may_not_use_are_never_victims() -> None:
 # -- a guarantee claimed back for the nodes, whatever the borrowers' priority -----------------
 def test_a_job_within_its_guarantee_takes_back_a_node_from_a_borrower_of_any_priority() -> None:
     """Team b borrows beyond its min (8 of 4) with jobs of higher priority than team a's
-    gang, which is within its own min and fits no node: the borrower's job on the node it
-    fits best goes, the one within nothing else's way stays."""
+    gang, which is within its own min and fits no node: one of b's jobs goes (the youngest),
+    the other stays."""
     borrowed = running("borrowed", 100, ("m1", "n1", 4), namespace="b", leaf="root/b")
     other = running("other", 100, ("m1", "n2", 4), namespace="b", leaf="root/b",
                     started="2026-01-01T00:00:09Z")
@@ -347,8 +350,20 @@ def test_no_guarantee_is_claimed_from_a_tenant_within_its_min_or_beyond_ones_own
                         beyond_ours).outcome is Outcome.NO_PLAN
 
 
+@st.composite
+def claims(draw: st.DrawFn) -> tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]:
+    """A scenario whose preemptor is a guaranteed job of team a guaranteed the whole fleet,
+    team b guaranteed a random part of it (some of its jobs borrow): many of these claim."""
+    p, jobs, clusters, _ = draw(scenarios(max_jobs=10, max_nodes=4))
+    role = p.demand.roles[0]
+    total = NODE_GPUS * sum(len(c.node_groups) for c in clusters)
+    b_min = draw(st.integers(0, total))
+    return (preemptor(0, role.replicas, role.request[GPU]), jobs, clusters,
+            limits_for(tree(total, total, b_min, total, 2 * total), jobs))
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(scenarios(), scenarios(max_jobs=14, max_nodes=6, max_replicas=6)))
+@given(st.one_of(SMALL_AND_LARGE, claims()))
 def test_a_reclaim_for_nodes_makes_the_claim_fit_and_takes_only_borrowed_or_idle_capacity(
         scenario: tuple[Preemptor, list[Running], list[ClusterView], QuotaLimits]) -> None:
     p, jobs, clusters, limits = scenario
