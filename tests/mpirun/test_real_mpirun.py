@@ -11,8 +11,9 @@ stood in for, and only that:
 - the Kubeflow design's ``kubectl exec <pod> -- cmd`` runs ``cmd`` locally, as that pod;
 - the T9k design's workers are real sshd processes, one per loopback address, and an ssh
   client config maps each worker's DNS name to its address (cluster DNS);
-- each stand-in worker gets its own shared-memory directory, as each pod has its own
-  ``/dev/shm`` (processes of different "pods" on one machine would otherwise collide).
+- each stand-in worker gets its own shared-memory and temporary directory, as each pod has
+  its own ``/dev/shm`` and ``/tmp`` (processes of different "pods" on one machine would
+  otherwise collide: OpenMPI's daemons race to create one session directory under ``/tmp``).
 
 OpenMPI and sshd come from Debian packages (``.ci/run`` installs them).
 """
@@ -112,6 +113,7 @@ def test_kubeflow_mpijob_kubexec(program: Path, tmp_path: Path) -> None:
         "#!/bin/sh\n[ \"$1\" = exec ] || exit 2\npod=$2; shift 2\n"
         "while [ \"$1\" != \"--\" ]; do shift; done; shift\n"
         f"mkdir -p {tmp_path}/shm/$pod\n"
+        f"TMPDIR={tmp_path}/shm/$pod "
         f"OMPI_MCA_btl_vader_backing_directory={tmp_path}/shm/$pod exec \"$@\"\n")
     kubectl.chmod(0o755)
     mounts = {mpi.CONFIG_MOUNT: etc, f"{mpi.KUBECTL_DIR}/kubectl": kubectl}
@@ -158,14 +160,14 @@ def sshd_workers(tmp_path: Path) -> Iterator[tuple[Path, list[str], Path]]:
         shm = tmp_path / "shm" / str(index)
         shm.mkdir(parents=True)
         command += ["-o", f"ListenAddress={address}",
-                    "-o", "AcceptEnv=OMPI_MCA_btl_vader_backing_directory",
+                    "-o", "AcceptEnv=OMPI_MCA_btl_vader_backing_directory TMPDIR",
                     "-o", f"PidFile={tmp_path}/sshd-{index}.pid"]
         processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                           stderr=(tmp_path / f"sshd-{index}.log").open("w")))
         host = f"walk-worker-{index}.walk.default.svc"
         hosts.append(host)
         lines += [f"Host {host}", f"  HostName {address}",
-                  f"  SetEnv OMPI_MCA_btl_vader_backing_directory={shm}"]
+                  f"  SetEnv OMPI_MCA_btl_vader_backing_directory={shm} TMPDIR={shm}"]
     config.write_text("\n".join(lines) + "\n")
     time.sleep(1.0)
     try:
