@@ -37,28 +37,37 @@ def running_jobs(snap: Snapshot, classes: Mapping[str, int],
                  demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Running]:
     out = []
     for job in snap.jobs.values():
-        meta = job["metadata"]
-        annotations = meta.get("annotations") or {}
-        if meta.get("deletionTimestamp") or q.REQUEUE in annotations or \
-                annotations.get(w.PLACEMENT) in (None, "", "[]"):
-            continue
-        adapter = adapter_for(job["apiVersion"], job["kind"])
-        if adapter.is_finished(job):
-            continue
-        try:
-            quota_job = q.as_quota_job(job, classes, demand_of(job))
-        except InvalidJob:
-            continue
-        admitted = annotations.get(q.ADMITTED_AT)
-        leaf = leaves.get(meta["namespace"]) if admitted else None
-        holds = leaf is not None and not is_opportunistic(quota_job.priority)
-        out.append(Running(
-            quota_job.key, meta["namespace"], quota_job.priority,
-            admitted or meta.get("creationTimestamp", ""),
-            tuple(pods_of(snap.works_of(meta["uid"]), adapter)),
-            quota_job.charge if holds else {}, leaf.key if holds and leaf else None,
-            _elasticity(job, demand_of(job))))
+        running = running_job(job, snap, classes, leaves, demand_of)
+        if running is not None:
+            out.append(running)
     return out
+
+
+def running_job(job: Body, snap: Snapshot, classes: Mapping[str, int],
+                leaves: Mapping[str, PlacedNode],
+                demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> Running | None:
+    """The job as a possible victim; None when it is not running (see the module)."""
+    meta = job["metadata"]
+    annotations = meta.get("annotations") or {}
+    if meta.get("deletionTimestamp") or q.REQUEUE in annotations or \
+            annotations.get(w.PLACEMENT) in (None, "", "[]"):
+        return None
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    if adapter.is_finished(job):
+        return None
+    try:
+        quota_job = q.as_quota_job(job, classes, demand_of(job))
+    except InvalidJob:
+        return None
+    admitted = annotations.get(q.ADMITTED_AT)
+    leaf = leaves.get(meta["namespace"]) if admitted else None
+    holds = leaf is not None and not is_opportunistic(quota_job.priority)
+    return Running(
+        quota_job.key, meta["namespace"], quota_job.priority,
+        admitted or meta.get("creationTimestamp", ""),
+        tuple(pods_of(snap.works_of(meta["uid"]), adapter)),
+        quota_job.charge if holds else {}, leaf.key if holds and leaf else None,
+        _elasticity(job, demand_of(job)))
 
 
 def _elasticity(job: Mapping[str, Any], demand: JobDemand) -> Elasticity | None:
