@@ -107,10 +107,10 @@ def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
     if as_is is not None:
         return Plan(Outcome.FITS, f"fits without preemption: {as_is.reason}", decision=as_is)
     useful = _useful(preemptor, clusters, limits, True)
-    scarce = scarcity_order(preemptor.demand.total)[:1]
+    scarcest = next(iter(scarcity_order(preemptor.demand.total)), "")
     candidates = sorted((r for r in running if r.key != preemptor.key and useful(r) and (
         is_opportunistic(r.priority) or (r.leaf is not None and r.leaf != preemptor.leaf
-                                         and any(on_borrowed(r, s, limits) for s in scarce)))),
+                                         and on_borrowed(r, scarcest, limits)))),
                         key=victim_order)
     if not candidates or check(candidates) is None:
         return Plan(Outcome.NO_PLAN, "it would not fit even with every borrowed job in its "

@@ -32,17 +32,6 @@ def lowest_priority(classes: Mapping[str, int]) -> int:
     return min(0, *classes.values()) if classes else 0
 
 
-def running_jobs(snap: Snapshot, classes: Mapping[str, int],
-                 leaves: Mapping[str, PlacedNode],
-                 demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Running]:
-    out = []
-    for job in snap.jobs.values():
-        running = running_job(job, snap, classes, leaves, demand_of)
-        if running is not None:
-            out.append(running)
-    return out
-
-
 def running_job(job: Body, snap: Snapshot, classes: Mapping[str, int],
                 leaves: Mapping[str, PlacedNode],
                 demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> Running | None:

@@ -99,8 +99,8 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     going = pytorchjob("going", bound=True)
     going["metadata"]["annotations"][q.REQUEUE] = "preempted"
     cache.upsert("jobs", going)
-    [running] = pv.running_jobs(cache.snapshot(), {"test": 0},
-                                leaves_by_namespace(tree), _demand)
+    [running] = ViewBuilder().running_jobs(cache.snapshot(), {"test": 0},
+                                           leaves_by_namespace(tree))
     request = Resources.of({GPU: 2, "cpu": 1000})
     assert running.key == "PyTorchJob/team/run"
     assert running.pods == (Pod("m1", "n1", request, "master"),
@@ -110,13 +110,36 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     assert running.started == "2026-01-01T00:01:00Z"
 
 
+def test_a_remembered_running_job_follows_its_works_reports() -> None:
+    """The hub keeps a job's view as a possible victim between passes: a Work that reports
+    its pods elsewhere (a new resourceVersion) is read again, an unchanged one is not."""
+    cache = Cache()
+    tree = QuotaNode("root", max={GPU: 8}, children=(
+        QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
+    job = pytorchjob("run", "test", bound=True, admitted=True)
+    cache.upsert("jobs", job)
+    work = work_of(job, [{"name": "run-worker-0", "role": "worker", "node": "n1",
+                          "phase": "Running"}])
+    work["metadata"]["resourceVersion"] = "1"
+    cache.upsert("works", work)
+    builder, leaves = ViewBuilder(), leaves_by_namespace(tree)
+    [before] = builder.running_jobs(cache.snapshot(), {"test": 0}, leaves)
+    assert builder.running_jobs(cache.snapshot(), {"test": 0}, leaves) == (before,)
+    work["status"]["pods"][0]["node"] = "n2"
+    work["metadata"]["resourceVersion"] = "2"
+    cache.upsert("works", work)
+    [after] = builder.running_jobs(cache.snapshot(), {"test": 0}, leaves)
+    assert [pod.node for pod in before.pods] == ["n1"]
+    assert [pod.node for pod in after.pods] == ["n2"]
+
+
 def test_an_opportunistic_running_job_holds_no_quota() -> None:
     cache = Cache()
     tree = QuotaNode("root", max={GPU: 8}, children=(
         QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
     cache.upsert("jobs", pytorchjob("oppo", "oppo", bound=True, admitted=True))
-    [running] = pv.running_jobs(cache.snapshot(), {"oppo": -1}, leaves_by_namespace(tree),
-                                _demand)
+    [running] = ViewBuilder().running_jobs(cache.snapshot(), {"oppo": -1},
+                                           leaves_by_namespace(tree))
     assert (running.priority, running.leaf, dict(running.charge)) == (-1, None, {})
 
 
