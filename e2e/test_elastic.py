@@ -241,9 +241,14 @@ def test_an_elastic_job_grows_onto_another_member_when_its_own_is_full(
     [other_name] = [m for m in fleet.members if m != home_name]
 
     # The blocker ends: the job's member is still full, so it grows onto the other one,
-    # with the indices after its highest, and the four that run keep running.
+    # with the indices after its highest, and the four that run keep running. (It grows by
+    # what the member reports free at each pass: at once, or a node at a time as the
+    # blocker's pods end.)
     hub.delete(r.PYTORCHJOBS, "blocker", SPREAD)
-    grown = resized(hub, job, f"grown 4→6 worker replicas on {other_name}")
+    grown = resized(hub, job, f"→6 worker replicas on {other_name}")
+    steps = [e["message"] for e in events(hub, job, "Resized") if "grown" in e["message"]]
+    assert steps[0].startswith("grown 4→")
+    assert all(f" on {other_name}:" in m for m in steps)
     decided = _stamp(grown)
     other = fleet.client(other_name)
     added = running_workers(other, job, 2)
