@@ -50,6 +50,28 @@ def seed_pytorchjob(name: str, namespace: str = "default", *, run_for: str = "3s
     return job
 
 
+def padded(job: Body, size: int, parts: int = 2) -> Body:
+    """The PyTorchJob with ``size`` bytes of environment in its workers' container, in
+    ``parts`` variables (a pod template is open: only the job's whole size is bounded)."""
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
+        "containers"][0]
+    container["env"] = [{"name": f"PAD{i}", "value": "x" * (size // parts)}
+                        for i in range(parts)]
+    return job
+
+
+def nested(job: Body, levels: int) -> Body:
+    """The PyTorchJob with a field ``levels`` deep in its workers' pod spec (an open field
+    the CRD keeps as it is)."""
+    inner: Body = {}
+    field = inner
+    for _ in range(levels - 1):
+        field["a"] = {}
+        field = field["a"]
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nested"] = inner
+    return job
+
+
 def state(job: Body) -> str:
     """STATE as kubectl prints it for a Kubeflow job: the last True condition."""
     conditions = [c["type"] for c in (job.get("status") or {}).get("conditions") or []

@@ -142,7 +142,15 @@ def _submit(fleet: LocalFleet, name: str) -> None:
                if d)
     job["metadata"]["name"] = name
     job["metadata"]["namespace"] = "default"
-    hub.apply(r.PYTORCHJOBS, job, field_manager="kubectl-client-side-apply")
+
+    def applied() -> bool:  # the job webhook fails closed: a replica just killed may be
+        try:                # an endpoint for a moment yet, as a user retrying would see
+            hub.apply(r.PYTORCHJOBS, job, field_manager="kubectl-client-side-apply")
+            return True
+        except errors.ApiError as exc:
+            raise AssertionError(str(exc)) from exc
+
+    eventually(applied, timeout=60, what=f"{name} accepted by the hub's API server")
 
 
 def _succeeded(fleet: LocalFleet, name: str) -> bool:

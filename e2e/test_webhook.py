@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from e2e.conftest import eventually
+from e2e.jobs import hub_job, nested, padded, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from fleet import deploy
+from fleet import deploy, nesting
+from fleet.api.limits import MAX_DEPTH, MAX_OBJECT_BYTES
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
@@ -53,11 +55,14 @@ def checked_by_the_webhook(hub: Kube) -> bool:
 def test_the_api_server_calls_the_webhook_through_the_service(fleet: LocalFleet) -> None:
     hub = fleet.client(HUB)
     config = hub.get(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION)
-    assert all(w["clientConfig"]["service"] == {
-        "namespace": deploy.NAMESPACE, "name": deploy.HUB, "path": "/elasticquotatree",
-        "port": deploy.WEBHOOK_PORT} for w in config["webhooks"])
-    assert "url" not in config["webhooks"][0]["clientConfig"]
-    assert ca_bundles(hub) == [data(secret(hub), "ca.crt")]
+    assert {w["name"]: w["clientConfig"]["service"] for w in config["webhooks"]} == {
+        name: {"namespace": deploy.NAMESPACE, "name": deploy.HUB, "path": path,
+               "port": deploy.WEBHOOK_PORT}
+        for name, path in (("elasticquotatree.fleet.sh", "/elasticquotatree"),
+                           ("jobs.fleet.sh", "/job"))}
+    assert not any("url" in w["clientConfig"] for w in config["webhooks"])
+    bundle = data(secret(hub), "ca.crt")
+    assert ca_bundles(hub) == [bundle, bundle]
     eventually(lambda: checked_by_the_webhook(hub), what="the webhook's warning")
 
 
@@ -80,7 +85,8 @@ def test_the_leader_rotates_a_certificate_close_to_expiry(fleet: LocalFleet,
     bundle = data(body, "ca.crt")
     assert short in bundle, "the bundle dropped the certificate replicas may still serve"
     assert data(body, "tls.crt") in bundle
-    eventually(lambda: ca_bundles(hub) == [bundle], timeout=60, what="the caBundle following")
+    eventually(lambda: set(ca_bundles(hub)) == {bundle}, timeout=60,
+               what="the caBundle following")
     # every replica reloads the new certificate (kopf re-reads the files every few seconds;
     # this test put a certificate no replica served into the Secret, so until then calls fail)
     eventually(lambda: checked_by_the_webhook(hub), timeout=60,
@@ -104,3 +110,82 @@ def test_a_replica_that_exits_leaves_the_configuration(fleet: LocalFleet) -> Non
     after = hub.get(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION)
     assert after["webhooks"] == before["webhooks"]
     eventually(lambda: checked_by_the_webhook(hub), what="the remaining replica answering")
+
+
+WORKER_ENV = "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env"
+
+
+def test_a_job_too_large_to_copy_is_refused_naming_its_field(fleet: LocalFleet) -> None:
+    """Past etcd's request limit the API server alone answers a bare 500; the webhook refuses
+    the job first (here 1 MiB: well under that limit, over fleet's), naming the field."""
+    hub = fleet.client(HUB)
+    big = padded(seed_pytorchjob("too-large"), 2 * MAX_OBJECT_BYTES)
+
+    def refused() -> str | None:
+        try:
+            hub.apply(r.PYTORCHJOBS, big, field_manager="test", dry_run=True)
+        except errors.Invalid as exc:
+            return exc.message
+        return None  # the webhook fails open while no replica answers: ask again
+
+    message = eventually(refused, what="the job webhook refusing the job")
+    assert f"denied the request: {WORKER_ENV}: 1.0 MiB of the object's 1.0 MiB" in message
+    assert "fleet accepts at most 512 KiB" in message
+    near = padded(seed_pytorchjob("large-enough"), MAX_OBJECT_BYTES - 8192)
+    hub.apply(r.PYTORCHJOBS, near, field_manager="test", dry_run=True)
+
+
+def test_a_job_nested_too_deep_is_refused_even_too_deep_to_review(fleet: LocalFleet) -> None:
+    """Past fleet's bound the webhook names the path; near the API server's own limit it
+    cannot even send the job for review, and the webhook failing closed refuses it (failing
+    open, it would be stored and no client could list PyTorchJobs again)."""
+    hub = fleet.client(HUB)
+    deep = nested(seed_pytorchjob("too-deep"), 100)
+    with pytest.raises(errors.Invalid) as caught:
+        hub.apply(r.PYTORCHJOBS, deep, field_manager="test", dry_run=True)
+    assert (f"spec.pytorchReplicaSpecs.Worker.template.spec.nested.a.a.a.a…: nested more "
+            f"than {MAX_DEPTH} levels deep") in caught.value.message
+    nesting.allow_api_depth()  # this client must encode it, too
+    deepest = nested(seed_pytorchjob("deepest"), nesting.API_MAX_DEPTH - 10)  # its review: deeper
+    with pytest.raises(errors.ApiError) as failed:
+        hub.create(r.PYTORCHJOBS, deepest)
+    assert "jobs.fleet.sh" in failed.value.message, failed.value.message
+    assert hub.get_or_none(r.PYTORCHJOBS, "deepest", "default") is None
+    hub.list(r.PYTORCHJOBS)  # the kind still lists
+
+
+def test_a_too_large_job_stored_while_the_webhook_was_off_waits_as_invalid(
+        fleet: LocalFleet) -> None:
+    hub = fleet.client(HUB)
+    config = hub.get(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION)
+    kept = config["webhooks"]
+    without = [w for w in kept if w["name"] != "jobs.fleet.sh"]
+    hub.patch(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION,
+              {"webhooks": without})
+    big = padded(seed_pytorchjob("stored-too-large"), 2 * MAX_OBJECT_BYTES)
+
+    def stored() -> Body | None:  # the API server's webhook cache follows within a moment
+        try:
+            return hub.create(r.PYTORCHJOBS, big)
+        except errors.Invalid:
+            return None
+
+    try:
+        job = eventually(stored, what="the job stored without the job webhook")
+    finally:
+        current = hub.get(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION)
+        hub.patch(r.VALIDATINGWEBHOOKCONFIGURATIONS, deploy.WEBHOOK_CONFIGURATION,
+                  {"webhooks": [*current["webhooks"], *(w for w in kept
+                                                        if w["name"] == "jobs.fleet.sh")]})
+    try:
+        def invalid() -> Body | None:
+            conditions = (hub_job(hub, job).get("status") or {}).get("conditions") or []
+            return next((c for c in conditions if c["type"] == "Queuing"
+                         and c["reason"] == "Invalid"), None)
+
+        queuing = eventually(invalid, what="a Queuing condition, reason Invalid")
+        assert queuing["message"].startswith(f"{WORKER_ENV}: 1.0 MiB of the object's")
+        assert not (hub_job(hub, job)["metadata"].get("annotations") or {}).get(
+            "fleet.sh/placement")
+    finally:
+        hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], "default")

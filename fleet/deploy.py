@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from fleet.api.protocol import GROUP
+from fleet.api.protocol import GROUP, JOB_WEBHOOK
+from fleet.kinds import ADAPTERS
 
 Body = dict[str, Any]
 NAMESPACE = "fleet-system"
@@ -184,7 +185,34 @@ def webhook_configuration() -> Body:
                        "scope": "*"}],
             "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
                                          "path": "/elasticquotatree", "port": WEBHOOK_PORT}},
-        }],
+        }, job_webhook()],
+    }
+
+
+def job_webhook() -> Body:
+    """The check of users' jobs as a whole (fleet.api.size: nesting and size). It fails
+    closed, as Kueue's and Karmada's do: failing open, a job nested so deep that the API
+    server cannot even send it for review would be stored, and no client could list its kind
+    again. The hub's own writes to its jobs (admission, placement, finalizers) skip it."""
+    return {
+        "name": "jobs.fleet.sh",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "timeoutSeconds": 10,
+        "rules": [{"apiGroups": [group], "apiVersions": [version],
+                   "resources": [a.resource.plural for a in ADAPTERS
+                                 if (a.resource.group, a.resource.version) == (group, version)],
+                   "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+                  for group, version in dict.fromkeys((a.resource.group, a.resource.version)
+                                                      for a in ADAPTERS)],
+        "matchConditions": [{
+            "name": "not-the-hub",
+            "expression": "request.userInfo.username != "
+                          f"'system:serviceaccount:{NAMESPACE}:{HUB}'"}],
+        "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
+                                     "path": f"/{JOB_WEBHOOK}", "port": WEBHOOK_PORT}},
     }
 
 

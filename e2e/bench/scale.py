@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from e2e.bench.members import CountingKube, Fleet
 from e2e.bench.onfleet import cpu_seconds, say, writes
@@ -97,18 +97,20 @@ def tenant_objects(gpus: int) -> list[tuple[r.Resource, dict[str, Any]]]:
     return out
 
 
+T = TypeVar("T")
+
 def tenants(hub: Kube, gpus: int) -> None:
     for resource, body in tenant_objects(gpus):
         hub.apply(resource, body, field_manager="bench")
 
 
-def without_webhook(hub: Kube, setup: Callable[[], None]) -> None:
-    """Run ``setup`` with the hub's validating webhook out of the way: the jobs are created
-    while the hub is stopped, and the API server would refuse the quota tree with no hub
-    to validate it. The install's configuration is put back as it was before the hub starts."""
+def without_webhook(hub: Kube, setup: Callable[[], T]) -> T:
+    """Run ``setup`` with the hub's validating webhooks out of the way: the jobs are created
+    while the hub is stopped, and the API server would refuse them and the quota tree with no
+    hub to validate them. The install's configuration is put back before the hub starts."""
     hub.delete(r.VALIDATINGWEBHOOKCONFIGURATIONS, WEBHOOK_CONFIGURATION)
     try:
-        setup()
+        return setup()
     finally:
         hub.apply(r.VALIDATINGWEBHOOKCONFIGURATIONS, webhook_configuration(),
                   field_manager="bench")
@@ -258,7 +260,7 @@ def run(workdir: Path, *, members: int = 100, nodes: int = 200, jobs: int = 10_0
         while not sim.ready() and time.monotonic() < deadline:
             time.sleep(0.5)
         say(f"{members} members report {gpus} GPUs; creating {jobs} PyTorchJobs, 16 clients")
-        create_seconds = create_jobs(hub, jobs)
+        create_seconds = without_webhook(hub, lambda: create_jobs(hub, jobs))
         raw_rate = jobs / create_seconds
         say(f"created in {create_seconds:.1f}s ({raw_rate:.0f}/s); starting the hub")
         before, generated_before = writes(hub), dict(generator.writes)

@@ -242,6 +242,8 @@ class LocalFleet:
         for cluster in self.clusters:
             pods.wait_running(self.client(cluster), pods.NAMESPACE, timeout=timeout)
             self.say(f"{cluster}: fleet Pods Running")
+        identities.wait_ca_bundle(self.client(HUB))
+        identities.wait_job_webhook(self.client(HUB))
         self.collect_pod_logs()
 
     # -- the hub and agents as Pods --------------------------------------------------------
@@ -319,6 +321,7 @@ class LocalFleet:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"new hub Pods not Ready after 180s: {waiting}")
             time.sleep(0.5)
+        identities.wait_job_webhook(self.client(HUB))
         self.collect_pod_logs()
         self.say(f"hub restarted as Pods {sorted(names)}")
 
@@ -536,6 +539,7 @@ class LocalFleet:
         identities.wait_serving(address, port, lambda: process.poll() is None)
         identities.add_webhook_endpoint(self.client(HUB), name, address, port)
         identities.wait_ca_bundle(self.client(HUB))
+        identities.wait_job_webhook(self.client(HUB))
 
     def start_agent(self, name: str, instance: str = "") -> None:
         """Start ``name``'s agent as the member's fleet-agent ServiceAccount with its scoped

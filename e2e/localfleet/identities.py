@@ -127,6 +127,28 @@ def wait_ca_bundle(hub: Kube, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
+# The smallest PyTorchJob the CRD accepts, for a dry run through the job webhook.
+PROBE_JOB: Body = {
+    "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+    "metadata": {"name": "webhook-probe", "namespace": "default"},
+    "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+        "containers": [{"name": "pytorch", "image": "busybox"}]}}}}}}
+
+
+def wait_job_webhook(hub: Kube, timeout: float = 60) -> None:
+    """Wait until the API server reaches the hub's job webhook: it fails closed, so a job
+    created before then would be refused."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            hub.apply(r.PYTORCHJOBS, PROBE_JOB, field_manager="fleet-e2e", dry_run=True)
+            return
+        except errors.ApiError as exc:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the hub's job webhook does not answer: {exc}") from None
+        time.sleep(0.2)
+
+
 def slice_name(process: str) -> str:
     return f"{deploy.HUB}-{process}"
 

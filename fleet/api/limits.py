@@ -54,6 +54,14 @@ MAX_ARG_LENGTH = 32_768  # one command argument
 MAX_TEXT = 4_096  # other free-form strings (images, paths, queue names)
 MAX_QUANTITY_LENGTH = 64  # a quantity written as a string
 MAX_ANNOTATIONS_SIZE = 262_144  # one annotation value: Kubernetes' limit for all of them
+# A whole object as JSON (fleet.api.size): a job is copied into the Work of each member that
+# runs it, with fleet's annotations and the members' reports beside it, and all of that must
+# stay well under etcd's default request limit (1.5 MiB), past which the API server answers
+# a bare 500. Twice the largest annotation a pod template may hold.
+MAX_OBJECT_BYTES = 2 * MAX_ANNOTATIONS_SIZE
+# Nesting of a whole object (fleet.api.size): a pod template's deepest fields (affinity terms,
+# projected volumes) sit some 20 levels down a job; what an API server accepts goes to 10,000.
+MAX_DEPTH = 64
 
 # Quantities: one exa (10^18) in the quantity's own unit, more than any cluster has of
 # anything (memory in bytes included), and what keeps a sum of them within 64 bits' reach.

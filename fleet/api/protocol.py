@@ -23,6 +23,7 @@ Body = dict[str, Any]
 GROUP = "fleet.sh"
 API_VERSION = f"{GROUP}/v1alpha1"
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"  # a member's namespace on the hub: its Works
+JOB_WEBHOOK = "job"  # the hub's webhook for jobs: its handler id, and its path on the server
 
 # -- on a hub job: the hub's bookkeeping (none of it reaches a member copy) -----------------
 PLACEMENT = f"{GROUP}/placement"  # the shares of the bind, as encode_placement writes them

@@ -8,7 +8,7 @@ import os
 
 import kopf
 
-from fleet import logs
+from fleet import logs, nesting
 
 
 def main() -> None:
@@ -23,6 +23,7 @@ def main() -> None:
     os.environ["FLEET_FIT_MODE"] = args.fit_mode
     os.environ["FLEET_METRICS_PORT"] = str(args.metrics_port)
     logs.configure("hub")
+    nesting.allow_api_depth()
     from fleet.hub import handlers  # registers the handlers
 
     del handlers

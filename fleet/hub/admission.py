@@ -9,22 +9,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp.web
 import kopf
 from pydantic import ValidationError
 
+from fleet.api.protocol import JOB_WEBHOOK
 from fleet.api.quantity import QuantityError
+from fleet.api.size import JOB_COPIES, refusal
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import ADMITTED_AT
 from fleet.hub.quota_views import quota_node
-from fleet.kinds import adapter_for
+from fleet.kinds import ADAPTERS, adapter_for
 from quota.tree import QuotaNode, leaves_by_namespace
 from quota.validation import OtherTree, validate_tree
+
+# The API server sends an object of up to its request limit (3 MiB) in a review, twice for an
+# update (object and oldObject). aiohttp reads 1 MiB by default: a larger review would be a
+# failed call, and the job it carries refused with no word of which field is too large.
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+
+
+class WebhookServer(kopf.WebhookServer):
+    """kopf's webhook server, reading reviews up to :data:`MAX_REVIEW_BYTES`."""
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        return await kopf.WebhookServer._serve(
+            fn, request.clone(client_max_size=MAX_REVIEW_BYTES))
 
 
 def register(cache: Cache) -> None:
     @kopf.on.validate("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees",
                       operations=["CREATE", "UPDATE"], id="elasticquotatree")
     def check_tree(*, body: kopf.Body, warnings: list[str], **_: Any) -> None:
+        _refuse_whole(body)
         meta = body.get("metadata", {})
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         try:
@@ -40,6 +58,23 @@ def register(cache: Cache) -> None:
         errors = [*verdict.errors, *_orphaned(cache, root)]
         if errors:
             raise kopf.AdmissionError("; ".join(errors), code=422)
+
+    for adapter in ADAPTERS:
+        r = adapter.resource
+        kopf.on.validate(r.group, r.version, r.plural, operations=["CREATE", "UPDATE"],
+                         id=JOB_WEBHOOK)(check_job)
+
+
+def check_job(*, body: kopf.Body, **_: Any) -> None:
+    """Schemas bound each field fleet reads; only the whole (its size, its nesting) can bound
+    an open pod template."""
+    _refuse_whole(body, JOB_COPIES)
+
+
+def _refuse_whole(body: kopf.Body, why: str = "") -> None:
+    message = refusal(body, why=why)
+    if message:
+        raise kopf.AdmissionError(message, code=422)
 
 
 def _orphaned(cache: Cache, root: QuotaNode) -> list[str]:

@@ -168,7 +168,7 @@ def _serve_webhook(settings: kopf.OperatorSettings, kube: Kube,
         threading.Thread(target=keeper.run, args=(_STOP, leading), name="webhook-tls",
                          daemon=True).start()
         cert, key = str(keeper.certfile), str(keeper.keyfile)
-    settings.admission.server = kopf.WebhookServer(
+    settings.admission.server = admission.WebhookServer(
         addr=addr, port=port, host=os.environ.get("FLEET_WEBHOOK_HOST"),
         certfile=cert, pkeyfile=key, file_check_interval=5)
     settings.admission.managed = None

@@ -18,6 +18,7 @@ from typing import Any
 from fleet.api import protocol
 from fleet.api.cluster import HEALTHY
 from fleet.api.policy import PropagationPolicySpec
+from fleet.api.size import JOB_COPIES, refusal
 from fleet.hub import elastic as el
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
@@ -344,6 +345,9 @@ class ViewBuilder:
             return view if finished else self._elastic_bound(view, job, classes)
         if stage is not Stage.WAITING:
             return view
+        refused = refusal(job, why=JOB_COPIES)  # stored without the webhook (not installed)
+        if refused:
+            return replace(view, invalid=refused)
         try:
             demand = self.demand(job)
             elastic = el.elastic_of(job)

@@ -11,7 +11,7 @@ import os
 
 import kopf
 
-from fleet import logs
+from fleet import logs, nesting
 
 
 def main() -> None:
@@ -28,6 +28,7 @@ def main() -> None:
     os.environ["FLEET_HUB_KUBECONFIG"] = args.hub_kubeconfig
     os.environ["FLEET_METRICS_PORT"] = str(args.metrics_port)
     logs.configure(f"agent-{args.cluster}")
+    nesting.allow_api_depth()
     from member_agent import handlers  # registers the handlers
 
     del handlers
