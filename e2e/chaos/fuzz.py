@@ -3,8 +3,10 @@ the unit tests that push malformed jobs through the hub's adapters and the agent
 
 Every object is an example from ``shared/examples`` or a template of a kind, with one to three
 mutations at random paths: a value of the wrong type, a negative or huge number, a field
-deleted or emptied, unicode, a 1 MiB string, random bytes, a duplicated list entry. The same
-seed gives the same objects, so a failure replays from the seed the fuzzer prints.
+deleted or emptied, unicode, a 1 MiB string, random bytes, a duplicated list entry, a value
+nested hundreds or thousands of levels deep (so deep that the objects need the recursion
+limit ``fleet.nesting`` gives the hub: ``fuzzed`` raises it). The same seed gives the same
+objects, so a failure replays from the seed the fuzzer prints.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from fleet import nesting
+
 Body = dict[str, Any]
 Path_ = tuple[str | int, ...]
 
@@ -34,6 +38,10 @@ MIB = 1 << 20
 HUGE_NUMBERS = (4611686018427387904, 2**63 - 1, 2**64, 10**30, 2**31, 10_001, 100_000)
 HUGE_QUANTITIES = ("1e30", "1E", "2Ei", "1e999999999", "99999999999999999999", "1e18", "1.5e19")
 UNICODE = ("ünïcödé", "名前", "🚀🔥", "\u202eevil", "a\u0000b", "ǅ" * 40, "é" * 300)
+# Past fleet's bound, past Python's default recursion limit, and near what an API server
+# stores (with the object's own levels and a review's envelope, under Go's 10,000).
+DEEP_LEVELS = (70, 1_500, 9_000)
+PATH_LEVELS = 32  # deeper than any field of the examples and templates
 
 
 @dataclass(frozen=True)
@@ -163,10 +171,11 @@ def sources() -> list[tuple[str, Body]]:
 
 
 def paths(node: Any, prefix: Path_ = ()) -> Iterator[Path_]:
-    """Every path below ``node`` (maps and lists included), but apiVersion, kind and the
-    object's identity, which the fuzzer sets itself."""
+    """Every path below ``node`` (maps and lists included) up to ``PATH_LEVELS`` long, but
+    apiVersion, kind and the object's identity, which the fuzzer sets itself (and not into
+    a deep mutation's levels: listing each of them would take time square in its depth)."""
     if prefix in (("apiVersion",), ("kind",), ("metadata", "name"),
-                  ("metadata", "namespace")):
+                  ("metadata", "namespace")) or len(prefix) > PATH_LEVELS:
         return
     if prefix:
         yield prefix
@@ -188,6 +197,13 @@ def _random_bytes(rng: random.Random) -> str:
     return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))).decode("latin-1")
 
 
+def _nested(levels: int, innermost: Any) -> Any:
+    """``innermost`` inside ``levels`` single-key maps (built without recursion)."""
+    for _ in range(levels):
+        innermost = {"a": innermost}
+    return innermost
+
+
 def _wrong_type(rng: random.Random, value: Any) -> Any:
     choices: list[Any] = ["text", 7, -1.5, True, None, ["a", 1], {"k": "v"}]
     return rng.choice([c for c in choices if type(c) is not type(value)])
@@ -203,8 +219,8 @@ def mutate_once(rng: random.Random, body: Body) -> Mutation:
     value = parent[last]
     numeric = isinstance(value, int | float) and not isinstance(value, bool)
     classes = ["wrong-type", "delete", "empty", "unicode", "huge-string", "random-bytes",
-               "huge-number", "negative", "huge-quantity", "duplicate", "unknown-field"]
-    weights = [3, 3, 2, 1, 1, 1, 3 + 6 * numeric, 2 + 6 * numeric, 2, 1, 1]
+               "huge-number", "negative", "huge-quantity", "duplicate", "unknown-field", "deep"]
+    weights = [3, 3, 2, 1, 1, 1, 3 + 6 * numeric, 2 + 6 * numeric, 2, 1, 1, 1]
     kind = rng.choices(classes, weights)[0]
     if kind == "wrong-type":
         parent[last] = _wrong_type(rng, value)
@@ -224,6 +240,8 @@ def mutate_once(rng: random.Random, body: Body) -> Mutation:
         parent[last] = -abs(value) if numeric and value else -rng.choice((1, 5, 2**40))
     elif kind == "huge-quantity":
         parent[last] = rng.choice(HUGE_QUANTITIES)
+    elif kind == "deep":
+        parent[last] = _nested(rng.choice(DEEP_LEVELS), value)
     elif kind == "duplicate":
         if isinstance(value, list) and value:
             value.append(copy.deepcopy(rng.choice(value)))
@@ -242,6 +260,7 @@ def mutate_once(rng: random.Random, body: Body) -> Mutation:
 def fuzzed(seed: int, count: int, *, name_prefix: str = "fuzz",
            namespace: str = "fuzz") -> Iterator[Fuzzed]:
     """``count`` mutated objects, the same for the same seed; sources taken in turn."""
+    nesting.allow_api_depth()  # walking, copying and sending the deepest of them
     rng = random.Random(seed)
     pool = sources()
     for index in range(count):
@@ -267,8 +286,9 @@ JOB_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("kubeflow.org/v1", "TFJob"),
              ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob")}
 # A field path in the API server's or the webhook's message: spec.x, spec[...], metadata.y.
 FIELD_PATH = re.compile(r"\b(spec|metadata)(\.[A-Za-z]|\[|:)")
-# Three 1 MiB strings exceed the API server's request limit: the request as a whole is refused.
-WHOLE_REQUEST = "Request entity too large"
+# The API server refuses some requests as a whole, before any field is read: three 1 MiB
+# strings exceed its request limit, two deep mutations its JSON decoder's 10,000 levels.
+WHOLE_REQUEST = ("Request entity too large", "exceeded max depth")
 NAMESPACE = "fuzz"
 POLICY = "fuzz-all"  # sends every job in the fuzz namespace to the members
 
@@ -426,7 +446,8 @@ class Fuzzer:
                 self.report.errors.append(f"{item.describe()}: {message[1:]}")
             else:
                 self.report.rejected += 1
-                if not (FIELD_PATH.search(message) or WHOLE_REQUEST in message):
+                if not (FIELD_PATH.search(message)
+                        or any(whole in message for whole in WHOLE_REQUEST)):
                     self.report.unnamed.append(f"{item.describe()}: {message}")
         return accepted
 
