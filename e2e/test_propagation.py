@@ -260,7 +260,6 @@ def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: Local
         hub.delete(r.PYTORCHJOBS, name, "frag")
 
 
-
 def submit(hub: Kube, job: Body, attempts: int = 10) -> None:
     """Create ``job`` as a client that retries would: the job webhook fails closed, and the
     API server's call to a frozen hub replica times out."""
@@ -274,6 +273,7 @@ def submit(hub: Kube, job: Body, attempts: int = 10) -> None:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.5)
+
 
 @contextlib.contextmanager
 def flipping_lease(hub: Kube, every: float = 1.5) -> Iterator[None]:

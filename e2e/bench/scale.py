@@ -36,6 +36,7 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.deploy import WEBHOOK_CONFIGURATION, webhook_configuration
 
+T = TypeVar("T")  # what a setup run without the webhooks returns
 TENANTS = ("tenant-a", "tenant-b", "tenant-c")
 BUCKET = re.compile(r'^fleet_scheduling_pass_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$')
 PASS_SUM = re.compile(r'^fleet_scheduling_pass_seconds_sum ([0-9.e+]+)$')
@@ -96,8 +97,6 @@ def tenant_objects(gpus: int) -> list[tuple[r.Resource, dict[str, Any]]]:
                                                          "customSchedulingType": "Gang"}}}}))
     return out
 
-
-T = TypeVar("T")
 
 def tenants(hub: Kube, gpus: int) -> None:
     for resource, body in tenant_objects(gpus):
