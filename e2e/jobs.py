@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from e2e.chaos.fuzz import nested_value
 from e2e.conftest import eventually
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
@@ -63,12 +64,8 @@ def padded(job: Body, size: int, parts: int = 2) -> Body:
 def nested(job: Body, levels: int) -> Body:
     """The PyTorchJob with a field ``levels`` deep in its workers' pod spec (an open field
     the CRD keeps as it is)."""
-    inner: Body = {}
-    field = inner
-    for _ in range(levels - 1):
-        field["a"] = {}
-        field = field["a"]
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nested"] = inner
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nested"] = \
+        nested_value(levels - 1, {})
     return job
 
 

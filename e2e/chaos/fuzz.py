@@ -197,7 +197,7 @@ def _random_bytes(rng: random.Random) -> str:
     return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))).decode("latin-1")
 
 
-def _nested(levels: int, innermost: Any) -> Any:
+def nested_value(levels: int, innermost: Any) -> Any:
     """``innermost`` inside ``levels`` single-key maps (built without recursion)."""
     for _ in range(levels):
         innermost = {"a": innermost}
@@ -241,7 +241,7 @@ def mutate_once(rng: random.Random, body: Body) -> Mutation:
     elif kind == "huge-quantity":
         parent[last] = rng.choice(HUGE_QUANTITIES)
     elif kind == "deep":
-        parent[last] = _nested(rng.choice(DEEP_LEVELS), value)
+        parent[last] = nested_value(rng.choice(DEEP_LEVELS), value)
     elif kind == "duplicate":
         if isinstance(value, list) and value:
             value.append(copy.deepcopy(rng.choice(value)))

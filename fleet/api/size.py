@@ -66,10 +66,11 @@ def too_large(body: Mapping[str, Any], limit: int = MAX_OBJECT_BYTES, why: str =
     (and ``why`` the limit holds, when given)."""
     counted = {**body, "metadata": {k: v for k, v in (body.get("metadata") or {}).items()
                                     if k not in SYSTEM_FIELDS}}
-    sizes: dict[int, int] = {}
-    size = _measure(counted, sizes)  # recursive: callers check too_deep first
+    size = encoded_size(counted)  # in C, and all a job within the bound costs
     if size <= limit:
         return ""
+    sizes: dict[int, int] = {}
+    _measure(counted, sizes)  # recursive: callers check too_deep first
     path, part = largest_field(counted, sizes)
     return (f"{path or 'the object'}: {_human(part)} of the object's {_human(size)} as JSON; "
             f"fleet accepts at most {_human(limit)}{f' ({why})' if why else ''}")
