@@ -13,6 +13,7 @@ from e2e.chaos.fuzz import nested_value
 from e2e.conftest import eventually
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
+from fleet.api.limits import MAX_POD_STRING
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -51,21 +52,39 @@ def seed_pytorchjob(name: str, namespace: str = "default", *, run_for: str = "3s
     return job
 
 
-def padded(job: Body, size: int, parts: int = 2) -> Body:
+def padded(job: Body, size: int, parts: int | None = None) -> Body:
     """The PyTorchJob with ``size`` bytes of environment in its workers' container, in
-    ``parts`` variables (a pod template is open: only the job's whole size is bounded)."""
+    ``parts`` variables (by default as many as keep each within the schema's bound on one
+    string: only the job's whole size is then past a bound)."""
     container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
         "containers"][0]
+    parts = parts or max(2, -(-size // (MAX_POD_STRING // 2)))
     container["env"] = [{"name": f"PAD{i}", "value": "x" * (size // parts)}
                         for i in range(parts)]
     return job
 
 
 def nested(job: Body, levels: int) -> Body:
-    """The PyTorchJob with a field ``levels`` deep in its workers' pod spec (an open field
-    the CRD keeps as it is)."""
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nested"] = \
-        nested_value(levels - 1, {})
+    """The job with a value nested ``levels`` deep (the job as deep as a PyTorchJob with it in
+    a pod spec): in a TensorFlowTrainingJob's TensorBoard spec, the one open field of a job's
+    spec that the CRD keeps as it is; in other kinds, in the first replica's pod spec, where
+    the API server prunes it (no schema names it)."""
+    spec = job["spec"]
+    if job["kind"] == "TensorFlowTrainingJob":
+        spec.setdefault("tensorboardSpec", {})["nested"] = nested_value(levels + 2, {})
+    else:
+        replicas = next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
+        next(iter(replicas.values()))["template"]["spec"]["nested"] = \
+            nested_value(levels - 1, {})
+    return job
+
+
+def seed_tensorflowtrainingjob(name: str, namespace: str = "default") -> Body:
+    """The seeds' full TensorFlowTrainingJob (the one with a TensorBoard), renamed."""
+    job: Body = next(d for d in yaml.safe_load_all(
+        (EXAMPLES / "t9k-tensorflowtrainingjob.yaml").read_text()) if d["spec"].get(
+        "tensorboardSpec"))
+    job["metadata"] = {"name": name, "namespace": namespace}
     return job
 
 

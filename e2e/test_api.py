@@ -4,6 +4,7 @@ round-trip, and every bad input is rejected with a message that names its field.
 from __future__ import annotations
 
 import copy
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,14 @@ BAD: list[tuple[str, Callable[[], Body], Callable[[Body], None], str]] = [
      "container named 'pytorch'"),
     ("no-containers", pytorch, at(f"{W}.template.spec.containers", []),
      f"{W}.template.spec.containers"),
+    ("port-not-a-number", pytorch, at(f"{W}.template.spec.containers.0.ports",
+                                      [{"containerPort": "http"}]),
+     f"{W}.template.spec.containers[0].ports[0].containerPort"),
+    ("toleration-seconds-a-string", t9k_mpi, at("spec.worker.template.spec.tolerations",
+                                                [{"key": "k", "tolerationSeconds": "soon"}]),
+     "spec.worker.template.spec.tolerations[0].tolerationSeconds"),
+    ("env-without-name", tfj, at(f"{T}.0.template.spec.containers.0.env", [{"value": "v"}]),
+     f"{T}[0].template.spec.containers[0].env[0].name"),
     ("container-without-name", pytorch, at(f"{W}.template.spec.containers.0.name", None),
      "name"),
     ("malformed-quantity", pytorch,
@@ -351,6 +360,26 @@ def test_bad_input_is_rejected_naming_the_field(
         dry_run(hub, doc)
     assert caught.value.status in (400, 422), caught.value
     assert expected in caught.value.message, caught.value.message
+
+
+def test_a_misspelt_pod_template_field_is_refused_by_kubectl_apply(
+        fleet: LocalFleet, tmp_path: Path) -> None:
+    """As with Kubeflow's own CRDs: kubectl checks fields strictly, and the job's schema names
+    every field of a pod template, so a typo is an error naming it rather than a GPU request
+    silently dropped."""
+    job = pytorch()
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"][
+        "containers"][0]
+    container["resource"] = container.pop("resources")
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    done = subprocess.run([fleet.binaries()["kubectl"], "--kubeconfig",
+                           str(fleet.kubeconfig(HUB)), "apply", "--dry-run=server", "-f",
+                           str(manifest)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode != 0, done.stdout
+    assert (f'unknown field "{W}.template.spec.containers[0].resource"') in done.stderr, \
+        done.stderr
 
 
 def test_resume_specs_cannot_change_after_creation(fleet: LocalFleet, tmp_path: Path) -> None:

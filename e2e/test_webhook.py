@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from e2e.conftest import eventually
-from e2e.jobs import hub_job, nested, padded, seed_pytorchjob
+from e2e.jobs import hub_job, nested, padded, seed_pytorchjob, seed_tensorflowtrainingjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from fleet import deploy, nesting
@@ -136,22 +136,35 @@ def test_a_job_too_large_to_copy_is_refused_naming_its_field(fleet: LocalFleet) 
 
 
 def test_a_job_nested_too_deep_is_refused_even_too_deep_to_review(fleet: LocalFleet) -> None:
-    """Past fleet's bound the webhook names the path; near the API server's own limit it
-    cannot even send the job for review, and the webhook failing closed refuses it (failing
-    open, it would be stored and no client could list PyTorchJobs again)."""
+    """A TensorBoard spec is open. Past fleet's bound the webhook names the path; near the
+    API server's own limit it cannot even send the job for review, and the webhook failing
+    closed refuses it (failing open, it would be stored and no client could list the kind)."""
     hub = fleet.client(HUB)
-    deep = nested(seed_pytorchjob("too-deep"), 100)
+    deep = nested(seed_tensorflowtrainingjob("too-deep"), 100)
     with pytest.raises(errors.Invalid) as caught:
-        hub.apply(r.PYTORCHJOBS, deep, field_manager="test", dry_run=True)
-    assert (f"spec.pytorchReplicaSpecs.Worker.template.spec.nested.a.a.a.a…: nested more "
-            f"than {MAX_DEPTH} levels deep") in caught.value.message
+        hub.apply(r.TENSORFLOWTRAININGJOBS, deep, field_manager="test", dry_run=True)
+    assert (f"spec.tensorboardSpec.nested.a.a.a.a.a.a.a…: nested more than {MAX_DEPTH} "
+            "levels deep") in caught.value.message
     nesting.allow_api_depth()  # this client must encode it, too
-    deepest = nested(seed_pytorchjob("deepest"), nesting.API_MAX_DEPTH - 10)  # its review: deeper
+    deepest = nested(seed_tensorflowtrainingjob("deepest"), nesting.API_MAX_DEPTH - 10)
     with pytest.raises(errors.ApiError) as failed:
-        hub.create(r.PYTORCHJOBS, deepest)
+        hub.create(r.TENSORFLOWTRAININGJOBS, deepest)
     assert "jobs.fleet.sh" in failed.value.message, failed.value.message
-    assert hub.get_or_none(r.PYTORCHJOBS, "deepest", "default") is None
-    hub.list(r.PYTORCHJOBS)  # the kind still lists
+    assert hub.get_or_none(r.TENSORFLOWTRAININGJOBS, "deepest", "default") is None
+    hub.list(r.TENSORFLOWTRAININGJOBS)  # the kind still lists
+
+
+def test_a_deep_field_no_schema_names_is_pruned_before_anyone_reads_it(
+        fleet: LocalFleet) -> None:
+    """A pod template's schema is the core API's: an unknown field, however deep, is dropped
+    as the API server decodes the job, and the job is stored without it. (A server-side apply
+    of it fails instead, with a 500 naming the field: kubernetes/kubernetes#139253.)"""
+    hub = fleet.client(HUB)
+    nesting.allow_api_depth()
+    job = nested(seed_pytorchjob("pruned"), nesting.API_MAX_DEPTH - 10)
+    stored = hub.raw("POST", r.PYTORCHJOBS.path("default") + "?dryRun=All", job)
+    assert all("nested" not in spec["template"]["spec"]
+               for spec in stored["spec"]["pytorchReplicaSpecs"].values())
 
 
 def test_a_too_large_job_stored_while_the_webhook_was_off_waits_as_invalid(

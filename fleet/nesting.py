@@ -1,7 +1,8 @@
 """Objects as deeply nested as an API server returns them, read without failing.
 
-An API server stores any JSON that Go's encoding/json decodes: up to 10,000 levels. A job's
-pod template is open, so a user's job may nest that deep. Python's json, copy and fleet's own
+An API server stores any JSON that Go's encoding/json decodes: up to 10,000 levels. Some fields
+of a job stay open (a T9k TensorBoard spec, a job stored under an older CRD whose pod
+templates were open), so a user's job may nest that deep. Python's json, copy and fleet's own
 walks recurse once or twice per level, and Python stops at 1,000 frames: one such object
 failed kopf's watch of its kind, and with it every handler of the process. So the hub and
 the agents raise the limit above what the API server can return, and give threads the stack

@@ -40,7 +40,8 @@ MAX_MCA = 256  # --mca key value pairs
 MAX_MODE_SPECS = 8  # debug replicaSpecs, resumeSpecs
 MAX_RESOURCES = 32  # resource names in one requests/limits/min/max map
 MAX_LOG_FILESETS = 64  # T9k TensorBoard trainingLogFilesets
-MAX_METADATA_ENTRIES = 256  # labels, and annotations, of a pod template
+MAX_METADATA_ENTRIES = 256  # labels, and annotations, of a pod template; other maps in it
+MAX_POD_LIST = 1_024  # any other list in a pod template (env, volumes, tolerations, ports)
 
 # Quota trees: depth is cut by the schema (fleet.api.schema.MAX_NESTING).
 MAX_QUOTA_NODES = 1_000  # nodes in one tree (checked by the webhook)
@@ -51,6 +52,8 @@ MAX_NAME = 253  # a Kubernetes object name (DNS subdomain)
 MAX_LABEL_VALUE = 63
 MAX_KEY = 317  # a qualified label key: prefix (253) / name (63)
 MAX_ARG_LENGTH = 32_768  # one command argument
+MAX_POD_STRING = 131_072  # any other string in a pod template: Linux's bound on one argument
+# or environment string (MAX_ARG_STRLEN), the longest a container could be handed
 MAX_TEXT = 4_096  # other free-form strings (images, paths, queue names)
 MAX_QUANTITY_LENGTH = 64  # a quantity written as a string
 MAX_ANNOTATIONS_SIZE = 262_144  # one annotation value: Kubernetes' limit for all of them

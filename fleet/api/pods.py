@@ -1,8 +1,10 @@
-"""The parts of a pod template that fleet reads; everything else passes through untouched.
+"""The parts of a pod template that fleet reads, with fleet's bounds.
 
-Job kinds embed full pod templates. Their schema names only what fleet needs to validate
-(container names, resources) and keeps every other field (``x-kubernetes-preserve-unknown-fields``),
-so templates round-trip intact and CEL rules can still reach container names.
+Job kinds embed full pod templates. These models name only what fleet reads or bounds
+(container names, resources, arguments, labels); their CRD schema is the whole core type's
+(:mod:`fleet.api.podschema`) with these laid over it, so the API server refuses a misspelt
+field under ``kubectl apply`` and prunes what no schema names, as Kubeflow's own CRDs do.
+In Python every other field passes through untouched.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic.config import JsonDict
 from fleet.api import limits
 from fleet.api.base import KubeModel
 from fleet.api.quantity import NON_NEGATIVE_QUANTITY_PATTERN
+from fleet.api.schema import CORE_TYPE
 
 _QUANTITY_SCHEMA: JsonDict = {
     "x-kubernetes-int-or-string": True,
@@ -58,12 +61,22 @@ class OpenModel(KubeModel):
     model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE)
 
 
+def core(name: str) -> ConfigDict:
+    """The config of a model that mirrors core type ``name``: its schema is the core type's,
+    with the model's fields and bounds laid over it (unknown fields pruned)."""
+    return ConfigDict(extra="allow", json_schema_extra={**PRESERVE, CORE_TYPE: name})
+
+
 class ResourceRequirements(OpenModel):
+    model_config = core("ResourceRequirements")
+
     limits: ResourceMap = Field(default_factory=dict)
     requests: ResourceMap = Field(default_factory=dict)
 
 
 class Container(OpenModel):
+    model_config = core("Container")
+
     name: str = Field(min_length=1, max_length=limits.MAX_LABEL_VALUE)
     image: str | None = Field(default=None, max_length=limits.MAX_TEXT)
     command: Arguments | None = None
@@ -72,6 +85,8 @@ class Container(OpenModel):
 
 
 class PodSpec(OpenModel):
+    model_config = core("PodSpec")
+
     containers: list[Container] = Field(
         min_length=1, max_length=MAX_CONTAINERS, description="At least one container, as in a Pod."
     )
@@ -83,6 +98,8 @@ class TemplateMetadata(OpenModel):
     """Pods' labels and annotations; the member's API server checks their syntax, these bounds
     keep what the hub stores and copies into every Work within the same limits."""
 
+    model_config = core("TemplateObjectMeta")
+
     labels: Annotated[dict[str, Annotated[str, Field(max_length=limits.MAX_LABEL_VALUE)]],
                       Field(max_length=limits.MAX_METADATA_ENTRIES)] | None = None
     annotations: Annotated[
@@ -91,5 +108,7 @@ class TemplateMetadata(OpenModel):
 
 
 class PodTemplateSpec(OpenModel):
+    model_config = core("PodTemplateSpec")
+
     metadata: TemplateMetadata | None = None
     spec: PodSpec

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fleet.api.podschema import core_type
+
 Schema = dict[str, Any]
 
 _DROPPED = {"title", "default", "examples", "$defs", "discriminator"}
@@ -35,6 +37,9 @@ def structural_schema(model: type[BaseModel]) -> Schema:
 
 
 MAX_NESTING = 8
+# A model that names a core Kubernetes type (json_schema_extra) takes that type's whole
+# structure, its own fields and bounds laid over it.
+CORE_TYPE = "x-fleet-core-type"
 
 
 def _convert(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = ()) -> Schema:
@@ -79,6 +84,9 @@ def _convert(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = ())
             out["anyOf"] = value
         else:
             out[key] = value
+    core = out.pop(CORE_TYPE, None)
+    if core is not None:
+        out = _overlay(core_type(core), out)
     if out.get("x-kubernetes-preserve-unknown-fields") and "properties" in out:
         out.setdefault("type", "object")
     untyped_object = "properties" not in out and "additionalProperties" not in out
@@ -114,3 +122,22 @@ def _collapse_union(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...
         elif key in _MERGEABLE and key not in inner:
             inner[key] = value
     return inner
+
+
+def _overlay(core: Schema, ours: Schema) -> Schema:
+    """``core`` with ``ours`` laid over it: fields of both merge, ours win on every other key.
+    A model that keeps unknown fields stops doing so once the core type names them all."""
+    out = dict(core)
+    for key, value in ours.items():
+        if key == "properties":
+            merged = dict(core.get("properties", {}))
+            for name, sub in value.items():
+                merged[name] = _overlay(merged[name], sub) if name in merged else sub
+            out["properties"] = merged
+        elif key == "required":
+            out["required"] = sorted({*core.get("required", ()), *value})
+        elif key == "x-kubernetes-preserve-unknown-fields" and "properties" in core:
+            continue
+        else:
+            out[key] = value
+    return out

@@ -1,12 +1,12 @@
 """An object's size and nesting as fleet stores and copies it, and the field that makes it
 too large or too deep.
 
-Schemas bound each field fleet reads, but a pod template is open (any PodSpec field may hold
-anything), so only its whole can be bounded. Beyond etcd's request limit the API server
-answers a bare "500 Internal Server Error" that names nothing, and an object near its nesting
-limit is stored but breaks every later list of its kind; the hub's webhook refuses both first,
-and the hub marks one that got in anyway (stored without the webhook) as invalid, naming the
-field.
+Schemas bound each field, but not the sum of them: beyond etcd's request limit the API
+server answers a bare "500 Internal Server Error" that names nothing. Some fields stay open
+(a T9k TensorBoard spec; objects stored under an older, open CRD), and an object near the API
+server's nesting limit is stored but breaks every later list of its kind. The hub's webhook
+refuses both first, and the hub marks one that got in anyway (stored without the webhook) as
+invalid, naming the field.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from fleet.api import limits, podschema
 from fleet.api.crds import ALL, CRD
+from fleet.api.pods import MAX_CONTAINERS
 
 
 def nodes(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -42,3 +44,70 @@ def test_camel_case_aliases_keep_digits_lower_case() -> None:
     assert "t9kScheduler" in spec["properties"]["scheduler"]["properties"]
     assert "extraMPIArgs" in spec["properties"]["worker"]["properties"]
     assert "mpiHome" in spec["properties"]
+
+
+def _templates(crd: CRD) -> list[tuple[str, dict[str, Any]]]:
+    schema = crd.manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return [(p, n) for p, n in nodes(schema) if p.endswith(".template")]
+
+
+JOBS = [c for c in ALL if _templates(c)]
+
+
+@pytest.mark.parametrize("crd", JOBS, ids=[c.name for c in JOBS])
+def test_pod_templates_name_every_core_field_with_fleets_bounds_over_them(crd: CRD) -> None:
+    assert len(JOBS) == 5
+    for path, template in _templates(crd):
+        inner = nodes(template, path)
+        assert not [p for p, n in inner if n.get("x-kubernetes-preserve-unknown-fields")]
+        assert not [p for p, n in inner if "x-fleet-core-type" in n]
+        spec = template["properties"]["spec"]["properties"]
+        container = spec["containers"]["items"]
+        assert {"env", "volumeMounts", "securityContext", "ports"} <= set(container["properties"])
+        assert container["properties"]["name"]["maxLength"] == limits.MAX_LABEL_VALUE  # fleet's
+        assert container["required"] == ["name"]
+        gpus = container["properties"]["resources"]["properties"]["limits"]
+        assert gpus["additionalProperties"]["x-kubernetes-validations"]  # fleet's 1E bound
+        assert "claims" in container["properties"]["resources"]["properties"]  # the core's
+        assert spec["containers"]["maxItems"] == MAX_CONTAINERS
+        assert spec["volumes"]["maxItems"] == limits.MAX_POD_LIST
+        probe_port = container["properties"]["livenessProbe"]["properties"]["httpGet"][
+            "properties"]["port"]
+        assert probe_port == {"x-kubernetes-int-or-string": True}
+        grace = spec["terminationGracePeriodSeconds"]
+        assert grace == {"type": "integer", "maximum": 2**53}
+        meta = template["properties"]["metadata"]["properties"]
+        assert set(meta) == set(podschema.TEMPLATE_META_FIELDS)
+
+
+def test_the_core_structure_is_reduced_from_an_openapi_document() -> None:
+    core = "#/components/schemas/io.k8s.api.core.v1."
+    document = {"components": {"schemas": {
+        "io.k8s.api.core.v1.PodTemplateSpec": {"description": "d", "type": "object",
+                                               "properties": {
+            "metadata": {"default": {}, "allOf": [
+                {"$ref": "#/components/schemas/" + podschema.OBJECT_META}]},
+            "spec": {"allOf": [{"$ref": core + "PodSpec"}]}}},
+        "io.k8s.api.core.v1.PodSpec": {"type": "object", "required": ["containers"],
+                                       "properties": {
+            "restartPolicy": {"type": "string", "enum": ["Always"], "default": "Always"},
+            "priority": {"type": "integer", "format": "int32"},
+            "overhead": {"type": "object", "additionalProperties": {
+                "$ref": "#/components/schemas/" + podschema.QUANTITY}},
+            "containers": {"type": "array", "items": {"$ref": core + "PodSpec"}}}},
+    }}}
+    reduced = podschema.reduce(document)
+    assert reduced == {
+        "PodSpec": {"type": "object", "required": ["containers"], "properties": {
+            "containers": {"type": "array", "items": {"$ref": "PodSpec"}},
+            "overhead": {"type": "object",
+                         "additionalProperties": {"x-kubernetes-int-or-string": True}},
+            "priority": {"type": "integer", "format": "int32"},
+            "restartPolicy": {"type": "string"}}},
+        "PodTemplateSpec": {"type": "object", "properties": {
+            "metadata": {"$ref": "TemplateObjectMeta"}, "spec": {"$ref": "PodSpec"}}},
+    }
+
+
+def test_every_reference_in_the_stored_core_structure_resolves() -> None:
+    assert "$ref" not in str(podschema.core_type(podschema.ROOT))
