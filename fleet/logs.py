@@ -53,9 +53,30 @@ def level_from_env(default: int = logging.INFO) -> int:
     return LEVELS.get(os.environ.get("FLEET_LOG_LEVEL", "").strip().lower(), default)
 
 
+class RefusalsAreNotErrors(logging.Filter):
+    """kopf logs a webhook's refusal of an object as its handler "failed permanently", at
+    ERROR. A user's invalid job is the webhook working, not the hub failing: it becomes an
+    INFO line "Webhook 'job' refused: <why>" (and none below the root's level), so that
+    ERROR stays for what an operator must look at."""
+
+    PREFIX = "Webhook '"
+    FAILED = " failed permanently: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.ERROR or not record.name.startswith("kopf"):
+            return True
+        message = record.getMessage()
+        if not message.startswith(self.PREFIX) or self.FAILED not in message:
+            return True
+        record.msg, record.args = message.replace(self.FAILED, " refused: ", 1), ()
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger().isEnabledFor(logging.INFO)
+
+
 def configure(component: str, level: int | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(component))
+    handler.addFilter(RefusalsAreNotErrors())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level_from_env() if level is None else level)

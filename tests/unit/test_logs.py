@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from fleet.logs import JsonFormatter, configure
+from fleet.logs import JsonFormatter, RefusalsAreNotErrors, configure
 
 
 def test_one_json_object_per_line_with_fleet_field_names() -> None:
@@ -64,3 +64,27 @@ def test_the_level_comes_from_fleet_log_level_and_a_bad_name_keeps_info(
     finally:
         root.setLevel(saved[0])
         root.handlers[:] = saved[1]
+
+
+def test_a_webhook_refusal_is_an_info_line_and_other_errors_stay_errors() -> None:
+    refusals = RefusalsAreNotErrors()
+    root = logging.getLogger()
+    saved = root.level
+    try:
+        root.setLevel(logging.INFO)
+        refused = logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1,
+                                    "Webhook 'job' failed permanently: spec.x: too deep", (),
+                                    None)
+        assert refusals.filter(refused)
+        entry = json.loads(JsonFormatter("hub").format(refused))
+        assert (entry["level"], entry["msg"]) == ("info", "Webhook 'job' refused: spec.x: too deep")
+        failed = logging.LogRecord("kopf.objects", logging.ERROR, __file__, 1,
+                                   "Handler 'bind' failed permanently: boom", (), None)
+        assert refusals.filter(failed)
+        assert failed.levelno == logging.ERROR
+        root.setLevel(logging.WARNING)  # FLEET_LOG_LEVEL=warning: refusals are not shown
+        assert not refusals.filter(logging.LogRecord(
+            "kopf.objects", logging.ERROR, __file__, 1, "Webhook 'job' failed permanently: x",
+            (), None))
+    finally:
+        root.setLevel(saved)
