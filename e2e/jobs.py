@@ -67,15 +67,15 @@ def padded(job: Body, size: int, parts: int | None = None) -> Body:
 def nested(job: Body, levels: int) -> Body:
     """The job with a value nested ``levels`` deep (the job as deep as a PyTorchJob with it in
     a pod spec): in a TensorFlowTrainingJob's TensorBoard spec, the one open field of a job's
-    spec that the CRD keeps as it is; in other kinds, in the first replica's pod spec, where
-    the API server prunes it (no schema names it)."""
+    spec that the CRD keeps as it is; in other kinds, in the workers' (or first replica's) pod
+    spec, where the API server prunes it (no schema names it)."""
     spec = job["spec"]
     if job["kind"] == "TensorFlowTrainingJob":
         spec.setdefault("tensorboardSpec", {})["nested"] = nested_value(levels + 2, {})
     else:
         replicas = next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
-        next(iter(replicas.values()))["template"]["spec"]["nested"] = \
-            nested_value(levels - 1, {})
+        replica = replicas.get("Worker") or next(iter(replicas.values()))
+        replica["template"]["spec"]["nested"] = nested_value(levels - 1, {})
     return job
 
 
