@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.chaos.fuzz import nested_value
 from e2e.conftest import eventually
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES, apply_file, binding_event
@@ -181,6 +182,34 @@ def test_a_member_job_deleted_on_the_member_is_put_back(fleet: LocalFleet, hub: 
 
     eventually(back, timeout=60, what="the job applied again on the member")
     hub.delete(r.PYTORCHJOBS, "drifting", "default")
+
+
+def test_a_member_job_status_too_deep_for_the_hub_is_reported_in_part(
+        fleet: LocalFleet, hub: Kube) -> None:
+    """Whoever may write a job's status on a member can nest it deep (a PyTorchJob's replica
+    label selector is open; once the job has ended its controller writes it no more). Copied
+    whole into the Work, it would break every list of Works on the hub: the agent reports
+    the status's short fields and conditions instead."""
+    apply_file(hub, EXAMPLES / "propagationpolicy-gang.yaml")
+    job = hub.create(r.PYTORCHJOBS, seed_job("deep-status", run_for="1s"))
+    cluster = BINDING.match(eventually(lambda: binding_event(hub, job), what="binding")
+                            ).group(1)  # type: ignore[union-attr]
+    member = fleet.client(cluster)
+    eventually(lambda: state(member.get(r.PYTORCHJOBS, "deep-status", "default"))
+               == "Succeeded" or None, what="the member job Succeeded")
+    member.patch(r.PYTORCHJOBS, "deep-status", {"status": {"replicaStatuses": {"Worker": {
+        "labelSelector": nested_value(200, {})}}}}, "default", subresource="status")
+
+    def reported_in_part() -> dict[str, Any] | None:
+        works, _ = hub.list(r.WORKS, f"fleet-member-{cluster}")
+        mine = [w for w in works if w["spec"]["job"]["uid"] == job["metadata"]["uid"]]
+        status = (mine[0].get("status") or {}).get("jobStatus") if mine else None
+        return status if status and "replicaStatuses" not in status else None
+
+    reported = eventually(reported_in_part, what="the Work reporting part of the status")
+    assert reported["completionTime"], reported
+    assert state(hub.get(r.PYTORCHJOBS, "deep-status", "default")) == "Succeeded"
+    hub.delete(r.PYTORCHJOBS, "deep-status", "default")
 
 
 def test_the_seed_job_applies_unchanged(fleet: LocalFleet, hub: Kube, tmp_path: Path) -> None:

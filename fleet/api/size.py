@@ -111,3 +111,28 @@ def _human(size: int) -> str:
     if size >= 1024 * 1024:
         return f"{size / (1024 * 1024):.1f} MiB"
     return f"{size / 1024:.0f} KiB" if size >= 1024 else f"{size} bytes"
+
+
+# What of a member job's status its Work carries: the status is written on the member (by
+# its job controller, or anyone allowed to write it there) and copied into the hub's Work,
+# where one too deep would break every list of Works, and one too large every write of it.
+MAX_JOB_STATUS_BYTES = MAX_OBJECT_BYTES // 2
+STATUS_COPY = "a Work carries it to the hub"
+MAX_KEPT_VALUE_BYTES = 1_024  # a scalar kept from a status cut down (phase, times, counts)
+
+
+def reported_status(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """``status`` as a Work may carry it, and "" ; or, for one too deep or too large, what
+    remains of it (its short scalar fields, and its conditions when they alone are within
+    bounds) and why it was cut."""
+    why = too_deep(status) or too_large(status, limit=MAX_JOB_STATUS_BYTES, why=STATUS_COPY)
+    if not why:
+        return status, ""
+    kept: dict[str, Any] = {k: v for k, v in status.items() if not isinstance(
+        v, Mapping | list) and encoded_size(v) <= MAX_KEPT_VALUE_BYTES}
+    conditions = status.get("conditions")
+    if isinstance(conditions, list) and not (
+            too_deep({"conditions": conditions})
+            or too_large({"conditions": conditions}, limit=MAX_JOB_STATUS_BYTES)):
+        kept["conditions"] = conditions
+    return kept, f"status.{why}"

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import metrics
-from fleet.api import protocol
+from fleet.api import protocol, size
 from fleet.api.protocol import AGENT_FINALIZER, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
@@ -71,6 +71,7 @@ class HubSync:
         self.reported: dict[str, Body] = {}
         self.bound_at: dict[str, str] = {}
         self.unhealthy_since: dict[str, str] = {}
+        self.cut: dict[str, str] = {}  # Work name -> why its job's status was cut
         self.lock = threading.Lock()
         self.namespaces: set[str] = set()
         self.first_seen: dict[str, float] = {}  # Work name -> when this agent applied it
@@ -285,6 +286,7 @@ class HubSync:
                 # at zero.
                 self.unhealthy_since.pop(name, None)
                 self.bound_at.pop(name, None)
+                self.cut.pop(name, None)
                 self.first_seen.pop(name, None)
                 purged = name in self.purged
                 self.purged.discard(name)
@@ -512,9 +514,17 @@ class HubSync:
         adapter = adapter_for(manifest["apiVersion"], manifest["kind"])
         share = health(self.cluster, job_pods, self.state.stores.refusal(_job_key(work)))
         job_status = (job or {}).get("status") or {}
+        state = adapter.state(job_status) or ("Applied" if job else "Pending")
+        reported, cut = size.reported_status(job_status)
+        name = work["metadata"]["name"]
+        if not cut:
+            self.cut.pop(name, None)
+        elif self.cut.get(name) != cut:  # once per Work and reason
+            log.warning("reporting part of a member job's status: %s", cut,
+                        extra={"work": name})
+            self.cut[name] = cut
         expected = sum(role.replicas for role in adapter.roles(manifest))
         pods = [_summary(p) for p in sorted(job_pods, key=lambda p: p["metadata"]["name"])]
-        name = work["metadata"]["name"]
         STAGES.progress(name, [p["phase"] for p in pods], expected)
         if name not in self.bound_at and len([p for p in pods if p.get("node")]) >= expected:
             self.bound_at[name] = stamp()
@@ -532,8 +542,7 @@ class HubSync:
             "lastTransitionTime": created}]
         return protocol.work_status(
             applied=job is not None,
-            state=adapter.state(job_status) or ("Applied" if job else "Pending"),
-            job_status=job_status, pods=pods, bound_time=self.bound_at.get(name),
+            state=state, job_status=reported, pods=pods, bound_time=self.bound_at.get(name),
             conditions=[{"type": protocol.APPLIED, "status": "True" if job else "False",
                          "reason": "AppliedToMember" if job else "Applying",
                          "message": f"job applied on {self.cluster}" if job else "",

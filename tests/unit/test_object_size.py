@@ -1,12 +1,15 @@
 """A job too large or too deeply nested to copy into Works: the message names the field that
 makes it so, and a hub that reads one anyway (stored without its webhook) keeps it waiting as
-invalid instead of dispatching it, however deep it is."""
+invalid instead of dispatching it, however deep it is. A member job's status too deep or too
+large to carry in a Work is reported in part."""
 
 from __future__ import annotations
 
 from e2e.bench.passes import run_passes, scale_hub
+from e2e.chaos.fuzz import nested_value
 from e2e.jobs import nested, padded, seed_pytorchjob
 from fleet import nesting
+from fleet.api import size
 from fleet.api.limits import MAX_DEPTH, MAX_OBJECT_BYTES
 from fleet.api.size import JOB_COPIES, refusal, too_deep, too_large
 from fleet.clients import resources as r
@@ -69,3 +72,22 @@ def test_the_hub_reads_a_job_as_deep_as_an_api_server_stores_and_keeps_it_invali
         ("Invalid", f"{NESTED}.a.a.a.a…: nested more than {MAX_DEPTH} levels deep; fleet "
                     f"accepts at most {MAX_DEPTH}")]
     assert not kube.writes.get("works")
+
+
+def test_a_member_jobs_status_too_deep_or_large_is_reported_in_part() -> None:
+    """A Work carries its member job's status to the hub, where one too deep would break
+    every list of Works: what is cut keeps the status's short fields and its conditions."""
+    conditions = [{"type": "Running", "status": "True", "reason": "JobRunning"}]
+    status = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "conditions": conditions,
+              "tasks": [{"type": "worker", "replicas": []}]}
+    assert size.reported_status(status) == (status, "")
+    deep = {**status, "tasks": [nested_value(9_000, {})], "note": "x" * 5_000}
+    kept, why = size.reported_status(deep)
+    assert kept == {"phase": "Running", "startTime": "2026-01-01T00:00:00Z",
+                    "conditions": conditions}
+    assert why.startswith("status.tasks[0].a.a.a"), why
+    large = {**status, "conditions": [{"message": "x" * MAX_OBJECT_BYTES}]}
+    kept, why = size.reported_status(large)
+    assert kept == {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+    assert why == ("status.conditions[0].message: 512 KiB of the object's 512 KiB as JSON; "
+                   "fleet accepts at most 256 KiB (a Work carries it to the hub)")
