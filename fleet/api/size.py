@@ -122,7 +122,7 @@ MAX_KEPT_VALUE_BYTES = 1_024  # a scalar kept from a status cut down (phase, tim
 
 
 def reported_status(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
-    """``status`` as a Work may carry it, and "" ; or, for one too deep or too large, what
+    """``status`` as a Work may carry it, and ""; or, for one too deep or too large, what
     remains of it (its short scalar fields, and its conditions when they alone are within
     bounds) and why it was cut."""
     why = too_deep(status) or too_large(status, limit=MAX_JOB_STATUS_BYTES, why=STATUS_COPY)
