@@ -8,8 +8,9 @@ with fleet's own bounds (container names, resources, arguments) laid over it.
 ``pod-schema.json`` beside this module holds the core types a pod template reaches, as the
 pinned kube-apiserver publishes them (``/openapi/v3/api/v1``), reduced to structure: types,
 properties, items, maps, required fields and an integer's width (which sets its bound).
-Descriptions, defaults, enums, other formats and list-merge hints are left out: the members' API servers check values when they create the
-pods, and a member of another minor version may accept values this one does not.
+Descriptions, defaults, enums, other formats and list-merge hints are left out: the members'
+API servers check values when they create the pods, and a member of another minor version
+may accept values this one does not.
 
 ``python -m fleet.api.podschema --kubeconfig FILE`` rewrites the file from a running API
 server (after the pinned Kubernetes version changes); ``make crds`` then regenerates crds/.
