@@ -15,6 +15,7 @@ import yaml
 from e2e.conftest import eventually
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.demo import EXAMPLES
+from fleet.api import podschema
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -380,6 +381,15 @@ def test_a_misspelt_pod_template_field_is_refused_by_kubectl_apply(
     assert done.returncode != 0, done.stdout
     assert (f'unknown field "{W}.template.spec.containers[0].resource"') in done.stderr, \
         done.stderr
+
+
+def test_the_stored_pod_template_structure_is_the_pinned_api_servers(fleet: LocalFleet) -> None:
+    """The job CRDs' pod templates come from ``fleet/api/pod-schema.json``: it must be what
+    this API server publishes (after a Kubernetes bump: ``python -m fleet.api.podschema``,
+    then ``make crds``)."""
+    document = fleet.client(HUB).raw("GET", "/openapi/v3/api/v1")
+    assert podschema.definitions(document) == podschema.stored(), \
+        "fleet/api/pod-schema.json is stale: run python -m fleet.api.podschema --kubeconfig …"
 
 
 def test_resume_specs_cannot_change_after_creation(fleet: LocalFleet, tmp_path: Path) -> None:

@@ -47,11 +47,12 @@ _INTEGER_MAX = {"int32": 2**31 - 1, "int64": 2**53}
 
 def core_type(name: str) -> Schema:
     """The structural schema of core type ``name`` (e.g. "PodSpec"), every reference inlined."""
-    return _inline(_definitions()[name])
+    return _inline(stored()[name])
 
 
 @cache
-def _definitions() -> dict[str, Schema]:
+def stored() -> dict[str, Schema]:
+    """The definitions ``pod-schema.json`` holds, by short name."""
     loaded: dict[str, Schema] = json.loads(DATA.read_text())
     return loaded
 
@@ -61,7 +62,7 @@ def _inline(node: Schema) -> Schema:
     that has none (the core API bounds few of them itself; the members check the rest)."""
     ref = node.get("$ref")
     if ref is not None:
-        return _inline(_definitions()[ref])
+        return _inline(stored()[ref])
     out = dict(node)
     if "properties" in out:
         out["properties"] = {k: _inline(v) for k, v in out["properties"].items()}
@@ -130,6 +131,13 @@ def _reduce(node: Schema, pending: list[str]) -> Schema:
     return out
 
 
+def definitions(document: Schema) -> dict[str, Schema]:
+    """What ``pod-schema.json`` holds, from an API server's ``/openapi/v3/api/v1``."""
+    out = reduce(document)
+    out["TemplateObjectMeta"] = template_meta(document)
+    return dict(sorted(out.items()))
+
+
 def template_meta(document: Schema) -> Schema:
     meta = document["components"]["schemas"][OBJECT_META]
     kept = {k: _reduce(meta["properties"][k], []) for k in TEMPLATE_META_FIELDS}
@@ -144,12 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     raw = subprocess.run([args.kubectl, "--kubeconfig", args.kubeconfig, "get", "--raw",
                           "/openapi/v3/api/v1"], check=True, capture_output=True, text=True)
-    document = json.loads(raw.stdout)
-    definitions = reduce(document)
-    definitions["TemplateObjectMeta"] = template_meta(document)
-    DATA.write_text(json.dumps(dict(sorted(definitions.items())), indent=1, sort_keys=True)
-                    + "\n")
-    print(f"wrote {DATA.name}: {len(definitions)} types")
+    reduced = definitions(json.loads(raw.stdout))
+    DATA.write_text(json.dumps(reduced, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {DATA.name}: {len(reduced)} types")
     return 0
 
 
