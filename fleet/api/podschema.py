@@ -99,7 +99,7 @@ def reduce(document: Schema) -> dict[str, Schema]:
             continue
         seen[short] = full
         out[short] = _reduce(schemas[full], pending)
-    return dict(sorted(out.items()))
+    return out
 
 
 def _short(full: str) -> str:
@@ -122,7 +122,7 @@ def _reduce(node: Schema, pending: list[str]) -> Schema:
     if node.get("type") == "integer" and node.get("format") in _INTEGER_MAX:
         out["format"] = node["format"]
     if "properties" in out:
-        out["properties"] = {k: _reduce(v, pending) for k, v in sorted(out["properties"].items())}
+        out["properties"] = {k: _reduce(v, pending) for k, v in out["properties"].items()}
     for key in ("items", "additionalProperties"):
         if key in out:
             out[key] = _reduce(out[key], pending)
@@ -133,9 +133,7 @@ def _reduce(node: Schema, pending: list[str]) -> Schema:
 
 def definitions(document: Schema) -> dict[str, Schema]:
     """What ``pod-schema.json`` holds, from an API server's ``/openapi/v3/api/v1``."""
-    out = reduce(document)
-    out["TemplateObjectMeta"] = template_meta(document)
-    return dict(sorted(out.items()))
+    return {**reduce(document), "TemplateObjectMeta": template_meta(document)}
 
 
 def template_meta(document: Schema) -> Schema:
