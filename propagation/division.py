@@ -17,10 +17,12 @@ from propagation.resources import Resources, scarcity_order
 from propagation.spent import with_assumed
 from propagation.topology import domain_text, place, place_roles
 from propagation.views import (
+    HOSTNAME_LEVEL,
     ClusterView,
     DivisionPreference,
     FitMode,
     JobDemand,
+    NodeGroup,
     PlacementRules,
     Role,
     SchedulingType,
@@ -40,6 +42,9 @@ class ClusterShare:
     domains: tuple[tuple[tuple[str, str], ...], ...] = ()
     # Per role that asks for a topology of its own: the domains its pods are pinned to.
     role_domains: tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]], ...] = ()
+    # The nodes of this cluster its tenant's guarantee owns (``quota.cells``), which its pods
+    # prefer; set by the planner when it binds, not by division.
+    cells: tuple[str, ...] = ()
 
     def domains_of(self, role: str) -> tuple[tuple[tuple[str, str], ...], ...]:
         """The topology domains ``role``'s pods keep to: the role's own, else the share's."""
@@ -198,6 +203,8 @@ def _left_then_name(item: tuple[tuple[int, ...], str, ClusterView]) -> tuple[tup
 
 def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRules) -> Decision:
     """Decide where every replica of ``job`` runs, or say why it cannot run now."""
+    if any(req.key == HOSTNAME_LEVEL for role in job.roles for req in role.node_requirements):
+        clusters = [_named(c) for c in clusters]
     filtered = filter_clusters(clusters, rules.affinity, rules.tolerations)
     rejected = [f"{name}: {why}" for name, why in filtered.rejected]
     if not filtered.eligible:
@@ -330,6 +337,21 @@ def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: Pl
             return Decision((), "; ".join(rejected))
         shares.append(_share(job, cluster.name, packing.placed, offsets, packing))
     return Decision(tuple(shares), f"divided over {len(shares)} clusters")
+
+
+def _named(cluster: ClusterView) -> ClusterView:
+    """The cluster with each named node a group of its own, labelled with its name as
+    its hostname: a pod that requires a node by ``kubernetes.io/hostname`` (a nodeSelector
+    on it) fits that node. Groups never carry the hostname (every node would be a group of
+    its own), so without this such a job was never placed."""
+    groups: list[NodeGroup] = []
+    for group in cluster.node_groups:
+        named = group.nodes[: group.count]
+        groups += [NodeGroup(1, group.free, (*group.labels, (HOSTNAME_LEVEL, name)), (name,))
+                   for name in named]
+        if group.count > len(named):
+            groups.append(NodeGroup(group.count - len(named), group.free, group.labels))
+    return replace(cluster, node_groups=tuple(groups))
 
 
 def _available(cluster: ClusterView, role: Role, mode: FitMode) -> int:

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.api import limits
-from fleet.api.protocol import REPORTED_NODE_LABELS, role_topology_request, topology_request
+from fleet.api.protocol import (
+    HOSTNAME_LEVEL,
+    REPORTED_NODE_LABELS,
+    role_topology_request,
+    topology_request,
+)
 from fleet.api.quantity import QuantityError, canonical
 from fleet.clients.resources import Resource
 from fleet.kinds.deps import t9k_references, template_references
@@ -55,17 +60,18 @@ def pod_request(template: Mapping[str, Any]) -> Resources:
 
 def node_requirements(template: Mapping[str, Any]) -> tuple[NodeLabelIn, ...]:
     """What a pod's ``nodeSelector`` and required node affinity ask of the node labels the
-    members report (``REPORTED_NODE_LABELS``: the GPU model, the zone), so the hub places
-    its replicas only on nodes that carry them, as the member's scheduler will. Other keys,
-    and affinity that is not one term of ``In`` expressions (several terms are ORed), are
-    left to the member's scheduler."""
+    members report (``REPORTED_NODE_LABELS``: the GPU model, the zone) and of the node's
+    hostname (read as its name, which the members report and kubelet gives the label by
+    default), so the hub places its replicas only on nodes that carry them, as the member's
+    scheduler will. Other keys, and affinity that is not one term of ``In`` expressions
+    (several terms are ORed), are left to the member's scheduler."""
     spec = template.get("spec") if isinstance(template, Mapping) else None
     if not isinstance(spec, Mapping):
         return ()
     wanted: dict[str, set[str]] = {}
 
     def require(key: object, values: set[str]) -> None:
-        if key in REPORTED_NODE_LABELS:
+        if key in REPORTED_NODE_LABELS or key == HOSTNAME_LEVEL:
             wanted[str(key)] = wanted[str(key)] & values if key in wanted else values
 
     selector = spec.get("nodeSelector")

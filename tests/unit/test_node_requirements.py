@@ -113,6 +113,8 @@ def test_selector_and_affinity_on_reported_labels_become_requirements() -> None:
                               {"key": ZONE, "operator": "NotIn", "values": ["z1"]}])})
     assert node_requirements(both) == (NodeLabelIn(MODEL, ("A100",)),
                                        NodeLabelIn(ZONE, ("z1", "z2")))
+    pinned = template({"nodeSelector": {"kubernetes.io/hostname": "node-3"}})
+    assert node_requirements(pinned) == (NodeLabelIn("kubernetes.io/hostname", ("node-3",)),)
     ored = template({"affinity": affinity([{"key": MODEL, "operator": "In", "values": ["A"]}],
                                           [{"key": MODEL, "operator": "In", "values": ["B"]}])})
     assert node_requirements(ored) == ()  # several terms are ORed: left to the member
@@ -141,3 +143,21 @@ def test_a_job_asking_for_a_gpu_model_goes_where_its_nodes_are() -> None:
     decision = divide(demand, fleet[:1], PlacementRules())
     assert not decision.placed
     assert "no node with nvidia.com/gpu.product in [NVIDIA-H100]" in decision.reason
+
+
+def test_a_replica_pinned_to_a_node_by_its_hostname_goes_there() -> None:
+    """Groups never carry the hostname label, yet a nodeSelector on kubernetes.io/hostname is
+    a common pin: the named node is the only one that takes it (it was never placed)."""
+    cluster = ClusterView("m1", True, node_groups=(node(3, 8, "A100", ("n1", "n2")),))
+    pinned = JobDemand("j", (Role("Worker", 1, Resources.of({GPU: 8}), node_requirements=(
+        NodeLabelIn("kubernetes.io/hostname", ("n2",)),)),))
+    decision = divide(pinned, [cluster], PlacementRules())
+    assert decision.placed
+    assert decision.shares[0].nodes == ("n2",)
+    two = JobDemand("j", (Role("Worker", 2, Resources.of({GPU: 8}),
+                               node_requirements=pinned.roles[0].node_requirements),))
+    assert not divide(two, [cluster], PlacementRules()).placed  # one node, one replica
+    elsewhere = JobDemand("j", (Role("Worker", 1, Resources.of({GPU: 8}), node_requirements=(
+        NodeLabelIn("kubernetes.io/hostname", ("n9",)),)),))
+    assert "no node with kubernetes.io/hostname in [n9]" in divide(
+        elsewhere, [cluster], PlacementRules()).reason
