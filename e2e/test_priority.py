@@ -27,7 +27,7 @@ from e2e.jobs import (
 )
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from fleet.api.protocol import PROPAGATED_LABEL, REQUEUED_AT, TENANT
+from fleet.api.protocol import JOB_UID, PROPAGATED_LABEL, REQUEUED_AT, TENANT, member_namespace
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -277,10 +277,10 @@ def sized(name: str, namespace: str, *, replicas: int, gpus: int, cpu: str) -> B
 
 def test_each_tenants_pods_keep_to_nodes_of_their_own_on_a_member(
         fleet: LocalFleet, two_tenants: tuple[Kube, str]) -> None:
-    """On a member of four 8-GPU nodes, alpha's first job takes half of three nodes and beta's
-    small job the fourth, the emptiest. Alpha's next pod fits the fourth node too, which the
-    member's scheduler prefers (the least allocated) unless the pods of one tenant keep away
-    from another's: it goes beside alpha's own pods."""
+    """On a member of four 8-GPU nodes, each tenant's guarantee owns some (its cells, named in
+    its Works). Alpha's first job, three 4-GPU pods, keeps to alpha's cells, where the
+    member's scheduler alone would spread it over the least allocated nodes; beta's small
+    job goes to beta's cells, and alpha's next pod beside alpha's own, never beside beta's."""
     hub, where = two_tenants
     kube = fleet.client(where)
     first = hub.create(r.PYTORCHJOBS, sized("alpha-1", "prio-alpha", replicas=3, gpus=4,
@@ -292,18 +292,25 @@ def test_each_tenants_pods_keep_to_nodes_of_their_own_on_a_member(
     second = hub.create(r.PYTORCHJOBS, sized("alpha-2", "prio-alpha", replicas=1, gpus=4,
                                              cpu="1"))
     hub_state(hub, second, "Running", timeout=90)
+    alpha, beta = set(cells_of(hub, first, where)), set(cells_of(hub, small, where))
+    assert alpha, "alpha's guarantee owns no node of the member its jobs go to"
+    assert beta, "beta's guarantee owns no node of the member its jobs go to"
+    assert not alpha & beta
     nodes = {job["metadata"]["name"]: {p["spec"]["nodeName"] for p in pods(kube, job).values()}
              for job in (first, small, second)}
-    assert len(nodes["alpha-1"]) == 3
-    assert not nodes["beta-1"] & nodes["alpha-1"]
+    assert nodes["alpha-1"] <= alpha, nodes
+    assert nodes["beta-1"] <= beta, nodes
     assert nodes["alpha-2"] <= nodes["alpha-1"], nodes  # not beside beta's pod
-    for job, tenant in ((first, "root.alpha"), (small, "root.beta")):
+    for job, tenant, cells in ((first, "root.alpha", alpha), (small, "root.beta", beta)):
         for pod in pods(kube, job).values():
             assert pod["metadata"]["labels"][TENANT] == tenant
             terms = pod["spec"]["affinity"]["podAntiAffinity"][
                 "preferredDuringSchedulingIgnoredDuringExecution"]
             assert terms[-1]["podAffinityTerm"]["labelSelector"]["matchExpressions"][1] == {
                 "key": TENANT, "operator": "NotIn", "values": [tenant]}
+            preferred = pod["spec"]["affinity"]["nodeAffinity"][
+                "preferredDuringSchedulingIgnoredDuringExecution"]
+            assert {p["preference"]["matchFields"][0]["values"][0] for p in preferred} == cells
     assert hub_job(hub, first)["metadata"]["annotations"][TENANT] == "root/alpha"
 
 
@@ -337,3 +344,72 @@ def test_a_job_within_its_guarantee_takes_a_node_back_from_a_borrower_of_equal_p
     assert not any(preempted_condition(hub, job) for job in borrowed[:2])  # one was enough
     eventually(lambda: queue_reason(hub, youngest) != "", timeout=60,
                what="beta's job waiting in its queue again")
+
+
+def pinned(name: str, namespace: str, node: str, *, gpus: int) -> Body:
+    """A one-pod PyTorchJob of ``gpus`` GPUs that requires ``node`` (a nodeSelector on its
+    hostname), running an hour."""
+    manifest = sized(name, namespace, replicas=1, gpus=gpus, cpu="1")
+    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return manifest
+
+
+def cells_of(hub: Kube, job: Body, where: str) -> list[str]:
+    """The tenant's cells on ``where`` as the job's Work names them."""
+    def named() -> list[str] | None:
+        works, _ = hub.list(r.WORKS, member_namespace(where),
+                            label_selector=f"{JOB_UID}={job['metadata']['uid']}")
+        return list(works[0]["spec"]["placement"].get("cells") or []) if works else None
+    return eventually(named, what=f"{job['metadata']['name']}'s Work")
+
+
+def test_a_guarantee_takes_back_its_cells_from_another_tenant_within_its_min(
+        fleet: LocalFleet, two_tenants: tuple[Kube, str]) -> None:
+    """HiveD's cells: alpha's guarantee owns whole nodes. Beta, within its own min (4 of 16
+    GPUs), runs a 1-GPU pod on every node of the member, some of them alpha's cells. Alpha's
+    8-GPU gang fits no node, no priority lets it preempt, and no tenant borrows: before
+    cells it waited for beta's jobs to end. Now one of beta's pods on alpha's cells, a guest
+    there, goes; beta's pods on its own cells stay."""
+    hub, where = two_tenants
+    kube = fleet.client(where)
+    probe = hub.create(r.PYTORCHJOBS, sized("alpha-probe", "prio-alpha", replicas=1, gpus=1,
+                                            cpu="1"))
+    cells = set(cells_of(hub, probe, where))
+    assert cells, "alpha's guarantee owns no node of the member its jobs go to"
+    assert eventually(lambda: pod_node(kube, probe), what="the probe's pod bound") in cells
+    delete_jobs(hub, "prio-alpha", wait=True)
+    nodes, _ = kube.list(r.NODES)
+    names = sorted(n["metadata"]["name"] for n in nodes
+                   if (n.get("status") or {}).get("allocatable", {}).get(GPU) == str(NODE_GPUS))
+    assert set(names) - cells, "alpha owns every node of the member"
+    pinned_to = {node: hub.create(r.PYTORCHJOBS, pinned(f"beta-on-{i}", "prio-beta", node,
+                                                        gpus=1))
+                 for i, node in enumerate(names)}
+    for job in pinned_to.values():
+        hub_state(hub, job, "Running", timeout=90)
+    guests = {node: job for node, job in pinned_to.items() if node in cells}
+    big = hub.create(r.PYTORCHJOBS, sized("alpha-big", "prio-alpha", replicas=1, gpus=8,
+                                          cpu="1"))
+
+    def preempted() -> list[tuple[str, Body]]:
+        return [(node, said[0]) for node, job in pinned_to.items()
+                if (said := events(hub, job, "Preempted"))]
+
+    [(node, said)] = eventually(preempted, timeout=60, what="a guest on alpha's cells preempted")
+    assert node in guests, f"beta's pod on {node}, not one of alpha's cells, was preempted"
+    assert said["message"].startswith(
+        "preempted by PyTorchJob/prio-alpha/alpha-big, which claims the guarantee of "
+        f"root/alpha: it ran on root/alpha's cells ({node})"), said["message"]
+    hub_state(hub, big, "Running", timeout=120)
+    decided = event_time(hub, big, "Preempting")
+    print(f"cell taken back: decided -> claimant Running: {time.time() - decided:.1f}s "
+          "(at most)")
+    assert eventually(lambda: pod_node(kube, big), what="alpha's gang bound") == node
+    assert len(preempted()) == 1  # one guest was enough; beta's own cells untouched
+
+
+def pod_node(kube: Kube, job: Body) -> str | None:
+    found = pods(kube, job)
+    return next((p["spec"].get("nodeName") for p in found.values()
+                 if p["spec"].get("nodeName")), None)

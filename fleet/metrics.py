@@ -83,6 +83,9 @@ QUEUE_ADMITTED = Gauge("fleet_queue_admitted_jobs", "Jobs holding quota under a 
                        ["queue"])
 QUEUE_RUNNING = Gauge("fleet_queue_running_jobs",
                       "Admitted jobs under a queue's node whose pods all run", ["queue"])
+QUEUE_CELL_NODES = Gauge("fleet_queue_cell_nodes",
+                         "Nodes a quota leaf's guarantee owns (its cells) on the ready members",
+                         ["queue"])
 QUEUE_PENDING_AGE = Gauge("fleet_queue_oldest_pending_seconds",
                           "Age of the oldest job waiting in a queue", ["queue"])
 QUOTA_NOMINAL = Gauge("fleet_quota_nominal", "A tree node's min (guaranteed) quota, canonical "

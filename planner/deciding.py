@@ -5,7 +5,7 @@ next is decided, so no two decisions spend the same GPU."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner import elastic
 from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
@@ -15,8 +15,9 @@ from planner.reserving import waiting_after_rollback
 from planner.view import Hold, JobView, PassView, Reservation, Stage
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
-from propagation.division import divide, taken
+from propagation.division import ClusterShare, divide, taken
 from propagation.views import ClusterView
+from quota.cells import for_share
 from quota.engine import AdmissionPass, Holding
 from quota.priority import OPPORTUNISTIC_TENANT, is_opportunistic
 from quota.queues import queue_names
@@ -78,7 +79,7 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
         misses[queue] = misses.get(queue, 0) + (why.reason != "Reclaiming")
     out += _grow(view, capacity, admission, waits, candidates)
     if admission is not None:
-        out.append(_queues(admission, waits))
+        out.append(_queues(admission, waits, view))
     out += waits.values()
     reserved = {backfill.head.uid: backfill.reservation} if backfill is not None else {}
     if preempting is None:
@@ -212,11 +213,22 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     tenant = OPPORTUNISTIC_TENANT if is_opportunistic(job.priority) else admitted_by
     failover = policy.failover
     reserve = any(capacity[s.cluster].reservation for s in decision.shares)
-    out.append(Bind(job.key, decision.shares, binding_message(decision.shares), admitted_at,
+    shares = _with_cells(decision.shares, view, tenant)
+    out.append(Bind(job.key, shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
                     policy.propagate_deps, sized=sized, backfill=note, reserve=reserve,
                     tenant=tenant))
     return out, None
+
+
+def _with_cells(shares: tuple[ClusterShare, ...], view: PassView,
+                tenant: str) -> tuple[ClusterShare, ...]:
+    """Each share names its tenant's cells on its cluster, which its pods prefer."""
+    owned = view.cells.by_tenant.get(tenant) if tenant else None
+    if not owned:
+        return shares
+    return tuple(replace(s, cells=for_share(owned.get(s.cluster, ()), s.nodes))
+                 for s in shares)
 
 
 def _reclaim(job: JobView, victims: Sequence[Holding], admission: AdmissionPass,
@@ -236,9 +248,9 @@ def _keep_waiting(job: JobView, admission: AdmissionPass | None) -> None:
         admission.wait(job.quota)
 
 
-def _queues(admission: AdmissionPass, waits: dict[str, Wait]) -> QueueReport:
-    """Each leaf's waiting jobs in order (their queue and position go on their Wait), and
-    every node's usage after the pass."""
+def _queues(admission: AdmissionPass, waits: dict[str, Wait], view: PassView) -> QueueReport:
+    """Each leaf's waiting jobs in order (their queue and position go on their Wait), every
+    node's usage after the pass, and how many nodes each leaf's cells hold."""
     names = queue_names(p.path for p in walk(admission.root))
     pending: dict[str, tuple[str, ...]] = {}
     oldest: dict[str, str] = {}
@@ -252,4 +264,6 @@ def _queues(admission: AdmissionPass, waits: dict[str, Wait]) -> QueueReport:
         if ordered:
             oldest[leaf] = ordered[0].created
     usage = {p.key: dict(admission.usage(p.key)) for p in walk(admission.root)}
-    return QueueReport(usage, pending, oldest)
+    cells = {leaf: sum(map(len, clusters.values()))
+             for leaf, clusters in view.cells.by_tenant.items()}
+    return QueueReport(usage, pending, oldest, cells)

@@ -211,6 +211,7 @@ class QueueReport:
     usage: Mapping[str, Mapping[str, int]]  # node key -> resource -> used
     pending: Mapping[str, tuple[str, ...]]  # leaf key -> waiting job keys in order
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
+    cells: Mapping[str, int] = field(default_factory=dict)  # leaf key -> nodes it owns
 
 
 Intent = (Bind | Commit | RollBack | Dispatch | Wait | Requeue | Preempt | Grow | Shrink

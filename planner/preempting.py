@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 from planner.elastic import shrunk_shares
 from planner.intents import Intent, Preempt, Shrink, Wait, share_requests
@@ -21,8 +21,9 @@ from preemption.planner import plan as plan_preemption
 from preemption.planner import plan_reclaim
 from preemption.quota_limits import quota_limits
 from propagation.division import divide
-from propagation.spent import with_assumed
+from propagation.spent import with_assumed, with_held
 from propagation.views import ClusterView
+from quota.cells import node_key
 from quota.engine import AdmissionPass, Holding
 from quota.priority import is_opportunistic
 from quota.tree import leaves_by_namespace
@@ -112,9 +113,11 @@ class PreemptionPass:
             return [], None  # the common case: nobody below it to preempt
         hold = self.holds.get(job.uid)
         if hold is not None and hold.expires > self.now:
+            on = dict(hold.nodes)
             for cluster, requests in hold.requests:  # nobody else takes it
                 if cluster in capacity:
-                    capacity[cluster] = with_assumed(capacity[cluster], list(requests))
+                    capacity[cluster] = with_held(capacity[cluster], requests, on[cluster]) \
+                        if on.get(cluster) else with_assumed(capacity[cluster], list(requests))
             if admission is not None and job.quota is not None:
                 verdict = admission.check(job.quota)
                 if verdict.fits and not verdict.victims:
@@ -147,26 +150,39 @@ class PreemptionPass:
         if job.priority > p.floor and not (job.preempted_by and not self.opportunistic_running):
             # (preempted itself, it takes only opportunistic jobs: none runs, no plan)
             planned = plan_preemption(preemptor, running, fleet(), limits)
-        why, kind = f"preempted by {job.key} (priority {job.priority} > {{}})", "priority"
+        def why(victim: Running) -> str:
+            return f"preempted by {job.key} (priority {job.priority} > {victim.priority})"
+
+        kind = "priority"
         if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
                 leaf is not None:
-            planned = plan_reclaim(preemptor, running, fleet(), limits)
-            why, kind = (f"preempted by {job.key}, which claims the guarantee of {leaf.key}: "
-                         "it ran on capacity its tenant borrowed (priority {})"), "guarantee"
+            cells = view.cells.owned_by(leaf.key)
+            planned = plan_reclaim(preemptor, running, fleet(), limits, cells)
+            why, kind = partial(_claimed, job.key, leaf.key, cells), "guarantee"
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
         self.decided = True
         if admission is not None:  # a reclaim later in the pass takes someone else
             admission.leaving(v.key for v in planned.victims if v.keep is None)
-        victims = tuple((v.key, why.format(v.priority)) for v in planned.victims
-                        if v.keep is None)
-        shrinks: list[Intent] = [_shrink(v, why.format(v.priority), job.key)
+        victims = tuple((v.key, why(v)) for v in planned.victims if v.keep is None)
+        shrinks: list[Intent] = [_shrink(v, why(v), job.key)
                                  for v in planned.victims if v.keep is not None]
         self.holds[job.uid] = Hold(share_requests(job.demand, planned.decision),
-                                   self.now + p.hold_seconds, planned.reason)
+                                   self.now + p.hold_seconds, planned.reason,
+                                   tuple((s.cluster, s.nodes) for s in planned.decision.shares))
         return ([*shrinks, Preempt(job.key, victims, planned.reason, kind)],
                 Wait(job.key, "Preempting", planned.reason))
+
+
+def _claimed(claimant: str, leaf: str, cells: frozenset[str], victim: Running) -> str:
+    """Why a victim of a claim within a guarantee goes: it stood on the claimant's cells, or
+    ran on borrowed capacity (or is opportunistic)."""
+    on = sorted({pod.node for pod in victim.pods if node_key(pod.cluster, pod.node) in cells})
+    where = f"it ran on {leaf}'s cells ({', '.join(on)})" if on else \
+        "it ran on capacity its tenant borrowed"
+    return (f"preempted by {claimant}, which claims the guarantee of {leaf}: {where} "
+            f"(priority {victim.priority})")
 
 
 def _shrink(victim: Running, why: str, preemptor: str) -> Shrink:

@@ -16,6 +16,7 @@ from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
+from quota.cells import Cells
 from quota.engine import DEFAULT_STARVATION_BOUND, Holding, Job, QueuePolicy
 from quota.queues import admission_order
 from quota.tree import QuotaNode
@@ -140,6 +141,8 @@ class Hold:
     requests: tuple[tuple[str, tuple[Resources, ...]], ...]  # per cluster, per replica
     expires: float  # seconds since the epoch
     message: str
+    # Per cluster, the nodes the plan placed it on (those its victims free): held there.
+    nodes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,3 +210,7 @@ class PassView:
     # and how long a job rolled back waits before it is placed again.
     reserve_seconds: float = 60.0
     reserve_backoff_seconds: float = 10.0
+    # Each tenant's cells (:mod:`quota.cells`): the nodes its guarantee owns. A bind names
+    # its tenant's cells in each share (its pods prefer them), and a claim within a
+    # guarantee takes back other tenants' jobs there.
+    cells: Cells = field(default_factory=Cells)

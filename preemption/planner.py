@@ -47,6 +47,7 @@ from propagation.clusters import filter_clusters
 from propagation.division import Decision, divide
 from propagation.resources import scarcity_order
 from propagation.views import ClusterView
+from quota.cells import node_key
 from quota.priority import is_opportunistic
 
 # Exact search for the fewest victims tries sets of up to this many, within this many fit
@@ -91,15 +92,18 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
 
 
 def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
-                 clusters: Sequence[ClusterView], limits: QuotaLimits) -> Plan:
+                 clusters: Sequence[ClusterView], limits: QuotaLimits,
+                 cells: frozenset[str] = frozenset()) -> Plan:
     """For a claim within the preemptor's guarantee that no node holds (its quota may well
     fit: the fleet is fragmented, or its GPUs taken by other tenants): the jobs of other
     tenants that hold the scarcest resource it asks for (GPUs) wholly on borrowed capacity
-    (their tenant still at its min of it without each), and opportunistic jobs, whose
-    removal lets every replica fit a node, whatever their priority. A guarantee is not a
-    priority: on HiveD another virtual cluster runs on a VC's cells only as opportunistic
-    jobs, and on its private cluster a tenant's gang waits only for its own jobs. Fewest
-    victims, then the lowest priority, then the youngest."""
+    (their tenant still at its min of it without each), other tenants' jobs with a pod on
+    the preemptor's tenant's ``cells`` (node keys, ``quota.cells``: guests there, whether or
+    not their tenant borrows), and opportunistic jobs, whose removal lets every replica fit
+    a node, whatever their priority. A guarantee is not a priority: on HiveD another
+    virtual cluster runs on a VC's cells only as opportunistic jobs, and on its private
+    cluster a tenant's gang waits only for its own jobs. Fewest victims, then the lowest
+    priority, then the youngest."""
     if preemptor.leaf is None or not within_guarantee(preemptor, limits):
         return Plan(Outcome.NO_PLAN, "not within its guarantee")
     check = _Check(preemptor, clusters, limits)
@@ -110,17 +114,23 @@ def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
     scarcest = next(iter(scarcity_order(preemptor.demand.total)), "")
     candidates = sorted((r for r in running if r.key != preemptor.key and useful(r) and (
         is_opportunistic(r.priority) or (r.leaf is not None and r.leaf != preemptor.leaf
-                                         and on_borrowed(r, scarcest, limits)))),
-                        key=victim_order)
+                                         and on_borrowed(r, scarcest, limits))
+        or _guest(r, preemptor, cells))), key=victim_order)
     if not candidates or check(candidates) is None:
         return Plan(Outcome.NO_PLAN, "it would not fit even with every borrowed job in its "
                                      "way gone")
     victims, decision = _fewest(candidates, check) or _greedy(candidates, check)
     names = ", ".join(v.key for v in victims)
     return Plan(Outcome.PREEMPT, f"reclaiming {len(victims)} job"
-                                 f"{'s' if len(victims) > 1 else ''} of tenants beyond their "
-                                 f"min ({names}) lets it fit within its guarantee: "
-                                 f"{decision.reason}", victims, decision)
+                                 f"{'s' if len(victims) > 1 else ''} of other tenants, beyond "
+                                 f"their min or on its tenant's cells ({names}), lets it fit "
+                                 f"within its guarantee: {decision.reason}", victims, decision)
+
+
+def _guest(job: Running, preemptor: Preemptor, cells: frozenset[str]) -> bool:
+    """Another tenant's job with a pod on one of the preemptor's tenant's cells."""
+    return job.leaf != preemptor.leaf and any(
+        node_key(pod.cluster, pod.node) in cells for pod in job.pods if pod.node)
 
 
 def shrunk(job: Running, keep: int) -> Running | None:

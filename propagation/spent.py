@@ -63,3 +63,49 @@ def _subtract(groups: list[NodeGroup], request: Resources,
                                tuple(sorted((*other.nodes, *taken.nodes))))
             return out
     return [*groups[:index], *rest, taken, *groups[index + 1:]]
+
+
+def with_held(cluster: ClusterView, held: Sequence[Resources],
+              nodes: Sequence[str]) -> ClusterView:
+    """``cluster`` with ``held`` taken out of the named ``nodes``: each request comes off one
+    of them (where it fits best, else where most is free), whether or not it fits there as
+    reported. For capacity held for a preemptor on the nodes its plan frees (held anywhere,
+    nothing was taken while no node fit it yet, and a victim sent back to its queue was bound
+    again onto the node it still stood on), and for a bound share on the nodes its decision
+    packed it onto (a replica pinned to a node is counted there, not where it fits best)."""
+    named = set(nodes)
+    groups: list[NodeGroup] = []
+    own: list[NodeGroup] = []  # the named nodes, a group each
+    for group in cluster.node_groups:
+        mine = [n for n in group.nodes[: group.count] if n in named]
+        if not mine:
+            groups.append(group)
+            continue
+        own += [NodeGroup(1, group.free, group.labels, (n,)) for n in mine]
+        if group.count > len(mine):
+            groups.append(NodeGroup(group.count - len(mine), group.free, group.labels,
+                                    tuple(n for n in group.nodes if n not in named)))
+    for request in held:
+        if not own:  # (none of them reported: held where it fits best)
+            groups = _subtract(groups, request)
+            continue
+        wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
+
+        def rank(i: int, wanted: list[tuple[str, int]] = wanted) -> tuple[object, ...]:
+            free = dict(own[i].free.items_)
+            left = tuple([free.get(name, 0) - amount for name, amount in wanted])
+            fits = min(left, default=0) >= 0
+            return (not fits, left if fits else tuple(-x for x in left), i)
+
+        best = min(range(len(own)), key=rank)
+        own[best] = NodeGroup(1, own[best].free - request, own[best].labels, own[best].nodes)
+    for taken in own:  # joined to their like, as ``_subtract`` does
+        same = next((i for i, g in enumerate(groups) if g.free == taken.free
+                     and g.labels == taken.labels and len(g.nodes) == g.count), None)
+        if same is None:
+            groups.append(taken)
+        else:
+            g = groups[same]
+            groups[same] = NodeGroup(g.count + 1, g.free, g.labels,
+                                     tuple(sorted((*g.nodes, *taken.nodes))))
+    return replace(cluster, node_groups=tuple(groups))

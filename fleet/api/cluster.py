@@ -27,6 +27,7 @@ from fleet.api.protocol import (
     HEALTHY,
     HEARTBEAT_LEASE,
     LABEL_VALUE_PATTERN,
+    MAX_SHARE_CELLS,
     MAX_SHARE_DOMAINS,
     MAX_TOPOLOGY_LEVELS,
     MEMBER_FAILURE_REASONS,
@@ -164,6 +165,12 @@ class WorkPlacement(KubeModel):
                     "job, or opportunistic), as a label value: the agent labels the pods "
                     "fleet.sh/tenant with it and has them prefer nodes without other "
                     "tenants' pods.")
+    cells: list[Annotated[str, Field(max_length=253)]] = Field(
+        default_factory=list, max_length=MAX_SHARE_CELLS,
+        description="The nodes of this member the tenant's guarantee owns (its cells, dealt by "
+                    "the hub in proportion to each quota leaf's min of GPUs): the agent has "
+                    "the share's pods prefer them. Another tenant's pod there is a guest, "
+                    "which the owner takes back when its guarantee needs the node.")
     generation: int = Field(
         default=0, ge=0,
         description="The job's placement generation (fencing): the agent runs the member job "

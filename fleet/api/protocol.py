@@ -152,6 +152,9 @@ DEFAULT_TOPOLOGY_LEVELS = ("cloud.provider.com/topology-block",
                            "cloud.provider.com/topology-rack", HOSTNAME_LEVEL)
 MAX_TOPOLOGY_LEVELS = 8
 MAX_SHARE_DOMAINS = 64  # topology domains one share may name (a preferred gang's spread)
+# A tenant's cells one share names (the nodes its pods prefer): past it, a tenant that owns
+# more nodes of a member prefers a subset of them, still its own.
+MAX_SHARE_CELLS = 64
 MAX_TOPOLOGY_GROUPS = 2048  # node groups one capacity report holds at most
 # A label value (and a label key's name): up to 63 characters, alphanumeric at both ends.
 LABEL_VALUE_PATTERN = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -229,19 +232,23 @@ class Share(Protocol):
     @property
     def role_domains(self) -> tuple[tuple[str, tuple[tuple[tuple[str, str], ...], ...]],
                                     ...]: ...
+    @property
+    def cells(self) -> tuple[str, ...]: ...
 
 
 def placement_dicts(shares: Iterable[Share]) -> list[dict[str, Any]]:
     """The shares as the PLACEMENT text and the Works spell them: per share its cluster,
     replicas and offsets per role, the nodes it was packed onto, ``copy`` for a whole copy
     (Duplicated), and the topology domains it keeps to (each the node labels of one domain,
-    top level first), the whole share's or per role (``roleDomains``)."""
+    top level first), the whole share's or per role (``roleDomains``), and its tenant's cells
+    on the cluster (``cells``: node names its pods prefer)."""
     return [{"cluster": s.cluster, "replicas": dict(s.replicas), "offsets": dict(s.offsets),
              "nodes": list(s.nodes), **({"copy": True} if s.copy else {}),
              **({"domains": [dict(d) for d in s.domains]} if s.domains else {}),
              **({"roleDomains": {role: [dict(d) for d in domains]
                                  for role, domains in s.role_domains}}
-                if s.role_domains else {})}
+                if s.role_domains else {}),
+             **({"cells": list(s.cells)} if s.cells else {})}
             for s in shares]
 
 

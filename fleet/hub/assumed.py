@@ -21,13 +21,14 @@ from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from propagation.fit import Domain
 from propagation.resources import Resources
-from propagation.spent import with_assumed
+from propagation.spent import with_assumed, with_held
 from propagation.views import ClusterView
 
 Domains = tuple[Domain, ...]
 # Per role of a share: its replicas' requests and the topology domains they keep to.
 Batches = list[tuple[list[Resources], Domains]]
-Share = tuple[str, Domains, list[Resources]]  # ("<Work uid>/<generation>", domains, requests)
+# ("<Work uid>/<generation>", domains, requests, the nodes its decision packed it onto)
+Share = tuple[str, Domains, list[Resources], tuple[str, ...]]
 
 
 def share_requests(work: Mapping[str, Any]) -> list[Resources]:
@@ -106,17 +107,22 @@ class AssumedCapacity:
         if key not in self._requests:
             self._requests[key] = share_batches(work)
         uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key
-        return [(uid, domains, requests) for requests, domains in self._requests[key]]
+        nodes = tuple(str(n) for n in work["spec"]["placement"].get("nodes") or ())
+        return [(uid, domains, requests, nodes) for requests, domains in self._requests[key]]
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
-        uids = tuple(uid for uid, _, _ in shares)  # a Work of several parts is here as many
+        uids = tuple(uid for uid, _, _, _ in shares)  # a Work of several parts: as many
         start, view = 0, cluster
         last = self._views.get(cluster.name)
         if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
             start, view = len(last[1]), last[2]
-        # Each share within its domains; consecutive shares of the same domains (most have
-        # none) in one go, as subtracting is cheaper once per view.
-        for domains, batch in itertools.groupby(shares[start:], key=lambda share: share[1]):
-            view = with_assumed(view, [r for _, _, requests in batch for r in requests], domains)
+        # Each share on the nodes its decision packed it onto (a replica pinned to a node is
+        # counted there), else within its domains; consecutive shares alike in one go, as
+        # subtracting is cheaper once per view.
+        for (domains, nodes), batch in itertools.groupby(
+                shares[start:], key=lambda share: (share[1], share[3])):
+            requests = [r for _, _, share_requests, _ in batch for r in share_requests]
+            view = with_held(view, requests, nodes) if nodes else \
+                with_assumed(view, requests, domains)
         self._views[cluster.name] = (cluster, uids, view)
         return view

@@ -26,7 +26,14 @@ from fleet.hub import works as w
 from fleet.hub.assumed import AssumedCapacity
 from fleet.hub.backfill_views import runtime_of, timed_jobs
 from fleet.hub.cache import EVICTING, Body, Snapshot
-from fleet.hub.views import heartbeat_of, job_identity, parse_time, placement_rules, policy_ref
+from fleet.hub.views import (
+    cell_nodes,
+    heartbeat_of,
+    job_identity,
+    parse_time,
+    placement_rules,
+    policy_ref,
+)
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from planner.elastic import count, with_count
@@ -47,6 +54,7 @@ from preemption.model import Running
 from propagation.matching import PolicyRef, governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand
+from quota.cells import Cells, deal, guarantees
 from quota.engine import Holding
 from quota.queues import queue_names
 from quota.tree import PlacedNode, QuotaNode, leaves_by_namespace, walk
@@ -186,6 +194,7 @@ class ViewBuilder:
     # Works', the PriorityClasses', its quota leaf): parsing every Work's manifest for its
     # roles' requests made the walk over the running jobs a tenth of a pass at 10,000 jobs.
     _running: dict[str, tuple[object, Running | None]] = field(default_factory=dict)
+    _cells: tuple[object, Cells] | None = None  # the last deal and its inputs
 
     def demand(self, job: Mapping[str, Any]) -> JobDemand:
         """The job's demand, parsed once per spec (raises InvalidJob)."""
@@ -251,13 +260,29 @@ class ViewBuilder:
         # only then.
         capacity = self._assumed.views(clusters, snap, inflight) if waiting else {}
         quota = self.quota_view(snap, classes)
+        cells = self.cells(snap, by_name, quota)
         preemption = self.preemption_view(snap, now.timestamp(), views, classes, quota,
                                           holds or {}, retry_at or {})
         # Backfill reads the running jobs of known runtime: only when some job may be placed.
         timed = timed_jobs(snap) if waiting else ()
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
                         lost_since(snap), quota, preemption=preemption, timed=timed,
-                        reservations=reservations or {})
+                        reservations=reservations or {}, cells=cells)
+
+    def cells(self, snap: Snapshot, clusters: Mapping[str, ClusterView],
+              quota: QuotaView | None) -> Cells:
+        """Each tenant's cells on the ready members (``quota.cells``), dealt again only when
+        their nodes or the guarantees change."""
+        if quota is None:
+            return Cells()
+        members = tuple(cell_nodes(body) for body in snap.clusters.values()
+                        if (view := clusters.get(body["metadata"]["name"])) is not None
+                        and view.ready)
+        wanted = guarantees(quota.root)
+        key = (members, tuple(sorted(wanted.items())))
+        if self._cells is None or self._cells[0] != key:
+            self._cells = (key, Cells(deal([n for nodes in members for n in nodes], wanted)))
+        return self._cells[1]
 
     def preemption_view(self, snap: Snapshot, now: float, views: Sequence[JobView],
                         classes: Mapping[str, int], quota: QuotaView | None,

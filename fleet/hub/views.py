@@ -17,6 +17,8 @@ from fleet.api.policy import (
     ReplicaDivisionPreference,
     ReplicaSchedulingType,
 )
+from fleet.api.protocol import REPORTED_NODE_LABELS
+from fleet.api.quantity import GPU
 from propagation.matching import JobIdentity, PolicyRef, Selector
 from propagation.resources import Resources
 from propagation.views import (
@@ -30,8 +32,10 @@ from propagation.views import (
     Taint,
     Toleration,
 )
+from quota.cells import CellNode
 
 Body = Mapping[str, Any]
+GPU_MODEL_LABEL = REPORTED_NODE_LABELS[0]  # nodes of one model are one shape of cells
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -75,6 +79,43 @@ def _parsed(body: Body) -> tuple[MemberCluster, tuple[NodeGroup, ...]]:
         _PARSED.pop(next(iter(_PARSED)))
     _PARSED[name] = (body, version, cluster, groups)
     return cluster, groups
+
+
+_CELL_NODES: dict[str, tuple[Body, str | None, tuple[CellNode, ...]]] = {}
+
+
+def cell_nodes(body: Body) -> tuple[CellNode, ...]:
+    """A member's named nodes as cells are dealt (``quota.cells``): each node's GPUs and its
+    shape (its GPU model and allocatable amounts). Read once per report (as ``_parsed``);
+    the same tuple while they stay the same, so the pass compares the fleet's nodes by
+    identity."""
+    meta = body.get("metadata") or {}
+    name, version = str(meta.get("name", "")), meta.get("resourceVersion")
+    known = _CELL_NODES.get(name)
+    if known is not None and known[0] is body and known[1] == version:
+        return known[2]
+    nodes = _cell_nodes(body)
+    if known is not None and known[2] == nodes:
+        nodes = known[2]
+    if len(_CELL_NODES) >= MAX_PARSED and name not in _CELL_NODES:
+        _CELL_NODES.pop(next(iter(_CELL_NODES)))
+    _CELL_NODES[name] = (body, version, nodes)
+    return nodes
+
+
+def _cell_nodes(body: Body) -> tuple[CellNode, ...]:
+    cluster, _ = _parsed(body)
+    capacity = cluster.status.capacity if cluster.status else None
+    if capacity is None:
+        return ()
+    name = str((body.get("metadata") or {}).get("name", ""))
+    out = []
+    for group in capacity.node_groups:
+        model = group.all_labels(capacity.label_sets).get(GPU_MODEL_LABEL, "")
+        shape = (model, *sorted(group.allocatable.items()))
+        gpus = group.allocatable.get(GPU, 0)
+        out += [CellNode(name, node, gpus, shape) for node in group.nodes[: group.count]]
+    return tuple(out)
 
 
 def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,

@@ -48,7 +48,8 @@ def placement_of(job: Mapping[str, Any]) -> tuple[ClusterShare, ...]:
     """A bound job's placement as the planner's shares (() for a job not bound)."""
     return tuple(ClusterShare(s["cluster"], tuple(s["replicas"].items()),
                               tuple((s.get("offsets") or {}).items()), tuple(s.get("nodes") or ()),
-                              bool(s.get("copy")), share_domains(s), share_role_domains(s))
+                              bool(s.get("copy")), share_domains(s), share_role_domains(s),
+                              tuple(str(c) for c in s.get("cells") or ()))
                  for s in decode_placement(job))
 
 
@@ -108,6 +109,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
                           **({"roleDomains": share["roleDomains"]}
                              if share.get("roleDomains") else {}),
                           **({"tenant": tenant} if tenant else {}),
+                          **({"cells": share["cells"]} if share.get("cells") else {}),
                           "generation": p.placement_generation(meta),
                           **({"phase": phase} if phase else {})},
             "manifests": [member_manifest(job, adapter, share, placement, name), *deps],

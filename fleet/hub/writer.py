@@ -475,6 +475,8 @@ class Writer:
             status = state.body["status"]
             key = "/".join(state.path)
             metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
+            if nodes[key].is_leaf:
+                metrics.QUEUE_CELL_NODES.labels(state.name).set(report.cells.get(key, 0))
             metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
             metrics.QUEUE_RUNNING.labels(state.name).set(
                 sum(n for leaf, n in running.items() if leaf == key or

@@ -3,9 +3,11 @@ scheduler (best fit, GPU models honoured) and the capacity report the hub reads:
 grouped by free capacity and model, each group naming its nodes, as an agent reports them
 (a preemption plan points at the nodes its victims free).
 
-A gang's pods keep away from nodes other tenants' pods are on, where they can (the tenant the
-hub's bind names: the agent gives its pods a preferred pod anti-affinity to other tenants'),
-and then fit best.
+A gang's pods go to their tenant's cells first, then to nodes nobody owns, then to other
+tenants' cells (``owners``, dealt by ``quota.cells``: the agent gives its pods a preferred
+node affinity to the cells its bind names), and among those keep away from nodes other
+tenants' pods are on, where they can (the agent's preferred pod anti-affinity), and then fit
+best.
 
 With racks (``rack_size``), each member's nodes are dealt into racks of that many nodes and
 blocks of ``RACKS_PER_BLOCK`` racks, labelled with Kueue's default topology levels and
@@ -21,6 +23,7 @@ from fleet.sim.trace import Gang, Node
 from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.views import ClusterView, NodeGroup
+from quota.cells import CellNode, node_key
 
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
@@ -50,6 +53,8 @@ class Members:
         # per node, the replicas on it by tenant
         self.tenants: list[list[dict[str, int]]] = [[{} for _ in f] for f in self.free]
         self.rack_size = rack_size
+        self.allocatable = [[list(f) for f in nodes] for nodes in self.free]  # as they start
+        self.owners: dict[str, str] = {}  # node key -> the tenant whose cell it is
         self.views = [self.view(i) for i in range(clusters)]
 
     def topology(self, n: int) -> Domain:
@@ -77,9 +82,9 @@ class Members:
     def place(self, index: int, gang: Gang, count: int, domains: Sequence[Domain] = (),
               tenant: str = "") -> list[int]:
         """The member's scheduler: for up to ``count`` replicas, on nodes of a GPU model the
-        gang accepts, within ``domains`` when given, a node no other tenant's replicas are on
-        before one they are (when ``tenant`` is given), then best fit (least GPUs left); the
-        nodes taken."""
+        gang accepts, within ``domains`` when given, the tenant's own cells first (``foreign``),
+        then a node no other tenant's replicas are on before one they are (when ``tenant`` is
+        given), then best fit (least GPUs left); the nodes taken."""
         placed = []
         models = self.models[index]
         allowed = [set(d) for d in domains]
@@ -94,7 +99,8 @@ class Members:
                     shared = bool(tenant) and any(
                         replicas and other and other != tenant  # "": unlabelled pods
                         for other, replicas in self.tenants[index][n].items())
-                    left = (shared, free[2] - gang.gpus, free[0] - gang.cpu)
+                    left = (self.foreign(index, n, tenant), shared, free[2] - gang.gpus,
+                            free[0] - gang.cpu)
                     if best_left is None or left < best_left:
                         best, best_left = n, left
             if best < 0:
@@ -109,6 +115,20 @@ class Members:
         if placed:
             self.views[index] = self.view(index)
         return placed
+
+    def cell_nodes(self) -> list[CellNode]:
+        """Every node as cells are dealt: its GPUs, and its shape (model and allocatable
+        amounts, as the hub reads them from an agent's report)."""
+        return [CellNode(cluster_name(i), node_name(i, n), gpus, (
+            self.models[i][n], ("cpu", cpu), ("memory", memory), (GPU, gpus)))
+            for i, nodes in enumerate(self.allocatable)
+            for n, (cpu, memory, gpus) in enumerate(nodes)]
+
+    def foreign(self, index: int, n: int, tenant: str) -> int:
+        """0 on the tenant's own cell, 1 on a node nobody owns, 2 on another tenant's cell
+        (the agent's preferred node affinity to its tenant's cells)."""
+        owner = self.owners.get(node_key(cluster_name(index), node_name(index, n)))
+        return 1 if owner is None else 0 if owner == tenant else 2
 
     def release(self, index: int, gang: Gang, placed: Sequence[int], tenant: str = "") -> None:
         for n in placed:

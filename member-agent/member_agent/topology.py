@@ -90,12 +90,13 @@ def pinned(manifest: Mapping[str, Any], domains: Sequence[Domain],
 
 def placed(work: Mapping[str, Any]) -> Body:
     """A copy of the Work's member job as its placement has its pods placed: in the topology
-    domains the hub packed the share into, and on nodes of their tenant's where they can be
-    (``member_agent.tenancy``)."""
+    domains the hub packed the share into, and on their tenant's cells and nodes where they
+    can be (``member_agent.tenancy``)."""
     placement = work["spec"]["placement"]
     manifest = pinned(work["spec"]["manifests"][0], protocol.share_domains(placement),
                       protocol.share_role_domains(placement))
     tenant = str(placement.get("tenant") or "")
+    cells = [str(c) for c in placement.get("cells") or ()]
     for _, template in templates_of(manifest) if tenant else ():
-        keep_apart(template, tenant)
+        keep_apart(template, tenant, cells)
     return manifest

@@ -110,6 +110,26 @@ def test_inflight_requests_come_off_last() -> None:
     assert views["a"].free["nvidia.com/gpu"] == 4 * 8 + 2 * 2 - 24
 
 
+def test_a_share_is_assumed_on_the_nodes_its_decision_packed_it_onto() -> None:
+    """Two empty 8-GPU nodes; a 1-GPU share bound to n2 (pinned there, say) and not reported
+    yet is counted on n2, not on whichever node it fits best: the next 8-GPU job fits n1
+    only. Counted where it fit best, n2 looked empty and a job was bound to a full node."""
+    body = member("a")
+    body["status"]["capacity"]["nodeGroups"] = [
+        {"count": 2, "free": {"nvidia.com/gpu": 8, "cpu": 64000}, "nodes": ["n1", "n2"]}]
+    cache = Cache()
+    cache.upsert("clusters", body)
+    pinned = work(1, "a", 1, 1)
+    pinned["spec"]["placement"]["nodes"] = ["n2"]
+    cache.upsert("works", pinned)
+    snap = cache.snapshot()
+    clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
+    [view] = AssumedCapacity().views(clusters, snap, {}).values()
+    free = {node: dict(g.free.items_)["nvidia.com/gpu"] for g in view.node_groups
+            for node in g.nodes}
+    assert free == {"n1": 8, "n2": 7}
+
+
 def test_a_pass_tells_which_jobs_changed() -> None:
     cache = Cache()
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

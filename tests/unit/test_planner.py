@@ -200,6 +200,25 @@ def test_a_higher_priority_job_preempts_and_its_capacity_is_held_by_the_next_vie
     assert [i for i in late.intents if isinstance(i, Preempt)]
 
 
+def test_the_held_nodes_stay_held_while_the_victims_pods_are_still_there() -> None:
+    """An 8-GPU node holds a 4-GPU victim (4 free), another node has 3 free; the high job
+    (8 GPUs) preempts the victim. Next pass the victim's pod is still reported there and the
+    victim waits again: the only node it fits is the one held for the high job, so it waits
+    (it used to be bound back onto it: held anywhere, nothing was taken while no node fit
+    the high job yet)."""
+    node = (ClusterView("a", True, node_groups=(
+        NodeGroup(1, Resources.of({GPU: 4}), nodes=("n0",)),
+        NodeGroup(1, Resources.of({GPU: 3}), nodes=("n1",)))),)
+    low = Running("PyTorchJob/ns/low", "ns", 0, "t-low", (Pod("a", "n0", Resources.of({GPU: 4})),))
+    high = waiting("high", gpus=8, replicas=1, priority=100)
+    plan = plan_pass(_preempting(high, clusters=node, preemption=PreemptionView((low,))))
+    assert plan.holds["high"].nodes == (("a", ("n0",)),)
+    again = plan_pass(_preempting(high, waiting("low", gpus=4, replicas=1), clusters=node,
+                                  preemption=PreemptionView((), holds=plan.holds)))
+    assert not again.binds
+    assert sorted(w.reason for w in again.waits) == ["Preempting", "Unschedulable"]
+
+
 def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preempts() -> None:
     full, victim = _full_member_and_victim()
     high = waiting("high", gpus=8, priority=100)

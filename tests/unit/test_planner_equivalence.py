@@ -111,6 +111,12 @@ def work_body(state: State, gang: Gang, job: Body) -> Body:
                        "pods": pods}}
 
 
+def allocatable(sim: Simulation, cluster: int, node: str) -> dict[str, int]:
+    """What the simulated node holds in all, as an agent reports it (its cells' shape)."""
+    cpu, memory, gpus = sim.members.allocatable[cluster][int(node.rpartition("n")[2])]
+    return {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpus}
+
+
 def hub_plan(state: State) -> Plan:
     """The hub's shell on the cache it would hold: snapshot -> view -> plan."""
     sim, cache = state.sim, Cache()
@@ -122,9 +128,10 @@ def hub_plan(state: State) -> Plan:
             "status": {"lastHeartbeatTime": now,
                        "conditions": [{"type": "Ready", "status": "True"}],
                        "capacity": {"observedTime": now, "nodeGroups": [
-                           {"count": g.count, "free": dict(g.free.items_),
-                            "labels": dict(g.labels), "nodes": list(g.nodes)}
-                           for g in view.node_groups]}}})
+                           {"count": 1, "free": dict(g.free.items_),
+                            "allocatable": allocatable(sim, index, node),
+                            "labels": dict(g.labels), "nodes": [node]}
+                           for g in view.node_groups for node in g.nodes]}}})
     cache.upsert("quotatrees", {
         "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
         "metadata": {"name": "tree", "namespace": q.TREE_NAMESPACE, "resourceVersion": "1"},

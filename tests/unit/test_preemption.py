@@ -339,6 +339,25 @@ def test_a_job_within_its_guarantee_takes_back_a_node_from_a_borrower_of_any_pri
     assert "within its guarantee" in decided.reason
 
 
+def test_a_claim_takes_back_its_own_cells_from_a_tenant_within_its_min() -> None:
+    """Both teams within their min, every node holds one of b's jobs: a's gang takes back
+    the node of its cells (HiveD: another cluster runs on a VC's cells only as a guest), and
+    never b's job on b's own cell."""
+    on_a_cell = running("guest", 100, ("m1", "n1", 2), namespace="b", leaf="root/b")
+    on_b_cell = running("home", 100, ("m1", "n2", 2), namespace="b", leaf="root/b",
+                        started="2026-01-01T00:00:09Z")
+    jobs = [on_a_cell, on_b_cell]
+    limits = limits_for(tree(4, 8, 4, 8, 8), jobs)
+    clusters = fleet(m1={"n1": 2, "n2": 2})
+    assert plan_reclaim(preemptor(0, 1, 4), jobs, clusters,
+                        limits).outcome is Outcome.NO_PLAN  # without cells: b is within
+    decided = plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits, frozenset({"m1/n1"}))
+    assert decided.outcome is Outcome.PREEMPT
+    assert [v.key for v in decided.victims] == ["PyTorchJob/b/guest"]
+    assert plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits,
+                        frozenset({"m1/n3"})).outcome is Outcome.NO_PLAN  # no guest there
+
+
 def test_no_guarantee_is_claimed_from_a_tenant_within_its_min_or_beyond_ones_own() -> None:
     theirs = running("theirs", 0, ("m1", "n1", 4), namespace="b", leaf="root/b")
     jobs = [theirs]

@@ -19,7 +19,7 @@ from fleet.hub.works import work_body
 from fleet.kinds import adapter_for
 from fleet.sim.members import Members
 from fleet.sim.trace import Gang, Node
-from member_agent.tenancy import kept_apart, other_tenants
+from member_agent.tenancy import kept_apart, other_tenants, own_cells
 from member_agent.topology import placed
 from propagation.division import ClusterShare
 
@@ -46,8 +46,8 @@ def test_a_tenant_too_long_for_a_label_value_is_a_stable_digest() -> None:
     assert value.startswith("t-")
 
 
-def work_of(job: Body, tenant: str) -> Body:
-    share = ClusterShare("m1", (("Worker", 2),), (("Worker", 0),))
+def work_of(job: Body, tenant: str, cells: tuple[str, ...] = ()) -> Body:
+    share = ClusterShare("m1", (("Worker", 2),), (("Worker", 0),), cells=cells)
     job["metadata"].update(uid="u-1", generation=1)
     job["metadata"]["annotations"] = {protocol.PLACEMENT: protocol.encode_placement([share]),
                                       **({protocol.TENANT: tenant} if tenant else {})}
@@ -127,3 +127,35 @@ def test_the_agent_applies_the_work_as_its_placement_places_it() -> None:
     [template] = templates(placed(body))
     assert body == before  # the Work is not changed
     assert template["metadata"]["labels"][protocol.TENANT] == "root.team-a"
+
+
+def test_a_tenants_pods_prefer_its_cells_named_in_the_work() -> None:
+    """The bind names the tenant's cells on the member; the Work carries them and the agent
+    has every pod prefer those nodes (by name), beside keeping away from other tenants."""
+    body = work_of(seed_pytorchjob("j", "ns", workers=2, master=False), "root/team-a",
+                   cells=("node-2", "node-0"))
+    assert body["spec"]["placement"]["cells"] == ["node-2", "node-0"]
+    [template] = templates(placed(body))
+    preferred = template["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == own_cells(["node-2", "node-0"])
+    assert [p["preference"] for p in preferred] == [{"matchFields": [  # one value a field term
+        {"key": "metadata.name", "operator": "In", "values": [node]}]} for node in ("node-2",
+                                                                                  "node-0")]
+    bare = work_of(seed_pytorchjob("j", "ns", workers=2, master=False), "root/team-a")
+    assert "cells" not in bare["spec"]["placement"]
+    assert "nodeAffinity" not in templates(placed(bare))[0]["spec"]["affinity"]
+
+
+def test_the_simulated_scheduler_puts_a_tenants_replicas_on_its_cells_first() -> None:
+    """Three empty 8-GPU nodes: the second is a's cell, the third b's. a's replica takes its
+    cell, b's its own, and a replica of nobody's tenant takes the node no one owns."""
+    members = Members([Node(f"n{i}", 64_000, 256 * GI, 8, "A100") for i in range(3)], 1)
+    members.owners = {"c0/c0-n00001": "a", "c0/c0-n00002": "b"}
+
+    def one(tenant: str) -> Gang:
+        return Gang(f"{tenant}-1", tenant, 0, 10, 1, 1000, GI, 1, 0)
+
+    assert members.place(0, one("a"), 1, tenant="a") == [1]
+    assert members.place(0, one("b"), 1, tenant="b") == [2]
+    assert members.place(0, one("o"), 1, tenant="opportunistic") == [0]
