@@ -98,7 +98,9 @@ def with_held(cluster: ClusterView, held: Sequence[Resources],
             return (not fits, left if fits else tuple(-x for x in left), i)
 
         best = min(range(len(own)), key=rank)
-        own[best] = NodeGroup(1, own[best].free - request, own[best].labels, own[best].nodes)
+        left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
+        # (never below zero: the rest of the planner reads free capacity as a count)
+        own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
     for taken in own:  # joined to their like, as ``_subtract`` does
         same = next((i for i, g in enumerate(groups) if g.free == taken.free
                      and g.labels == taken.labels and len(g.nodes) == g.count), None)

@@ -10,8 +10,9 @@ from typing import Any
 from fleet.hub.assumed import AssumedCapacity, share_requests, unreported_works
 from fleet.hub.cache import Cache
 from fleet.hub.views import cluster_view
-from propagation.spent import with_assumed
-from propagation.views import ClusterView
+from propagation.resources import Resources
+from propagation.spent import with_assumed, with_held
+from propagation.views import ClusterView, NodeGroup
 
 Body = dict[str, Any]
 OBSERVED = "2026-11-21T12:00:00.000000Z"
@@ -142,3 +143,13 @@ def test_a_pass_tells_which_jobs_changed() -> None:
 
 def _now() -> datetime:
     return datetime.fromisoformat(OBSERVED.replace("Z", "+00:00"))
+
+
+def test_capacity_held_on_a_node_never_goes_below_zero() -> None:
+    """An 8-GPU hold on a node that still reports 4 free leaves it at 0, not -4: the rest of
+    the planner reads free capacity as a count (a negative one once crashed a division)."""
+    cluster = ClusterView("a", True, node_groups=(
+        NodeGroup(1, Resources.of({"nvidia.com/gpu": 4, "cpu": 8000}), nodes=("n0",)),))
+    held = with_held(cluster, [Resources.of({"nvidia.com/gpu": 8, "cpu": 1000})], ["n0"])
+    [group] = held.node_groups
+    assert dict(group.free.items_) == {"cpu": 7000}
