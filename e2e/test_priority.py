@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -27,7 +28,14 @@ from e2e.jobs import (
 )
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
-from fleet.api.protocol import JOB_UID, PROPAGATED_LABEL, REQUEUED_AT, TENANT, member_namespace
+from fleet.api.protocol import (
+    JOB_UID,
+    PROPAGATED_LABEL,
+    REQUEUED_AT,
+    TENANT,
+    member_namespace,
+    reported_pods,
+)
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -321,7 +329,7 @@ def test_a_job_within_its_guarantee_takes_a_node_back_from_a_borrower_of_equal_p
     guarantee and its quota fits, but no node holds it and no priority lets it preempt: the
     hub takes one of beta's borrowed jobs (the youngest) for it, as on alpha's private
     cluster it would not have waited for beta."""
-    hub, _ = two_tenants
+    hub, where = two_tenants
     first = hub.create(r.PYTORCHJOBS, sized("alpha-1", "prio-alpha", replicas=1, gpus=4,
                                             cpu="1"))
     hub_state(hub, first, "Running", timeout=90)
@@ -330,6 +338,8 @@ def test_a_job_within_its_guarantee_takes_a_node_back_from_a_borrower_of_equal_p
         borrowed.append(hub.create(r.PYTORCHJOBS, sized(f"beta-{i}", "prio-beta", replicas=1,
                                                         gpus=8, cpu="1")))
         hub_state(hub, borrowed[-1], "Running", timeout=90)
+    for job in borrowed:
+        eventually(partial(reported, hub, job, where), what="beta's pods reported")
     big = hub.create(r.PYTORCHJOBS, sized("alpha-big", "prio-alpha", replicas=1, gpus=8,
                                           cpu="1"))
     youngest = borrowed[-1]
@@ -353,6 +363,15 @@ def pinned(name: str, namespace: str, node: str, *, gpus: int) -> Body:
     for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
         spec["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     return manifest
+
+
+def reported(hub: Kube, job: Body, where: str) -> bool:
+    """Whether the job's Work reports every pod on a node: only then does the hub know what
+    preempting it frees (a plan made before picks among the jobs it can see)."""
+    works, _ = hub.list(r.WORKS, member_namespace(where),
+                        label_selector=f"{JOB_UID}={job['metadata']['uid']}")
+    return bool(works) and all(
+        (pods := reported_pods(w)) and all(p.get("node") for p in pods) for w in works)
 
 
 def cells_of(hub: Kube, job: Body, where: str) -> list[str]:
@@ -388,6 +407,7 @@ def test_a_guarantee_takes_back_its_cells_from_another_tenant_within_its_min(
                  for i, node in enumerate(names)}
     for job in pinned_to.values():
         hub_state(hub, job, "Running", timeout=90)
+        eventually(partial(reported, hub, job, where), what="beta's pods reported")
     guests = {node: job for node, job in pinned_to.items() if node in cells}
     big = hub.create(r.PYTORCHJOBS, sized("alpha-big", "prio-alpha", replicas=1, gpus=8,
                                           cpu="1"))
