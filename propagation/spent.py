@@ -54,15 +54,20 @@ def _subtract(groups: list[NodeGroup], request: Resources,
                                                   group.nodes[1:])]
     taken = NodeGroup(1, group.free - request, group.labels, group.nodes[:1])
     out = [*groups[:index], *rest, *groups[index + 1:]]
-    # A node left as others of its kind already are joins their group: else every assumed
-    # replica would add a group, and each decision after it would cost more.
-    for i, other in enumerate(out):
+    return _joined(out, taken) or [*groups[:index], *rest, taken, *groups[index + 1:]]
+
+
+def _joined(groups: list[NodeGroup], taken: NodeGroup) -> list[NodeGroup] | None:
+    """``groups`` with a node left as others of its kind already are joined to their group
+    (else every assumed replica would add a group, and each decision after it would cost
+    more); None when no group is like it."""
+    for i, other in enumerate(groups):
         if other.free == taken.free and other.labels == taken.labels and bool(
                 other.nodes) == bool(taken.nodes):
-            out[i] = NodeGroup(other.count + 1, other.free, other.labels,
-                               tuple(sorted((*other.nodes, *taken.nodes))))
-            return out
-    return [*groups[:index], *rest, taken, *groups[index + 1:]]
+            groups[i] = NodeGroup(other.count + 1, other.free, other.labels,
+                                  tuple(sorted((*other.nodes, *taken.nodes))))
+            return groups
+    return None
 
 
 def with_held(cluster: ClusterView, held: Sequence[Resources],
@@ -101,13 +106,6 @@ def with_held(cluster: ClusterView, held: Sequence[Resources],
         left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
         # (never below zero: the rest of the planner reads free capacity as a count)
         own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
-    for taken in own:  # joined to their like, as ``_subtract`` does
-        same = next((i for i, g in enumerate(groups) if g.free == taken.free
-                     and g.labels == taken.labels and len(g.nodes) == g.count), None)
-        if same is None:
-            groups.append(taken)
-        else:
-            g = groups[same]
-            groups[same] = NodeGroup(g.count + 1, g.free, g.labels,
-                                     tuple(sorted((*g.nodes, *taken.nodes))))
+    for taken in own:
+        groups = _joined(groups, taken) or [*groups, taken]
     return replace(cluster, node_groups=tuple(groups))

@@ -162,10 +162,8 @@ class Simulation:
         self.tree = quota_tree(names, fleet_capacity(
             nodes if nodes is not None else trace.nodes), scenario)
         self.progress = progress
-        self.cells = Cells()
         if scenario.preemption:  # each tenant's cells, dealt from the nodes as they start
-            self.members.owners = deal(self.members.cell_nodes(), guarantees(self.tree))
-            self.cells = Cells(self.members.owners)
+            self.members.cells = Cells(deal(self.members.cell_nodes(), guarantees(self.tree)))
         self.seq = itertools.count(10**9)  # event order among equal times
         self.queue_policies = {f"root/{t}": scenario.queue_policy for t in names}
         mode = FitMode.SUMMED if scenario.fit == "Summed" else FitMode.NODE_AWARE
@@ -332,7 +330,7 @@ class Simulation:
                         quota=QuotaView(self.tree, holdings, self.queue_policies),
                         scan_window=SCAN_WINDOW, preemption=preemption,
                         timed=self.timed(running) if self.scenario.backfill else (),
-                        cells=self.cells)
+                        cells=self.members.cells)
 
     def timed(self, running: dict[str, Running]) -> tuple[TimedJob, ...]:
         """Started gangs, their ends known (a stranded one holds its nodes for as long as

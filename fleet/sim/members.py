@@ -4,7 +4,7 @@ grouped by free capacity and model, each group naming its nodes, as an agent rep
 (a preemption plan points at the nodes its victims free).
 
 A gang's pods go to their tenant's cells first, then to nodes nobody owns, then to other
-tenants' cells (``owners``, dealt by ``quota.cells``: the agent gives its pods a preferred
+tenants' cells (``cells``, dealt by ``quota.cells``: the agent gives its pods a preferred
 node affinity to the cells its bind names), and among those keep away from nodes other
 tenants' pods are on, where they can (the agent's preferred pod anti-affinity), and then fit
 best.
@@ -23,7 +23,7 @@ from fleet.sim.trace import Gang, Node
 from propagation.fit import Domain
 from propagation.resources import Resources
 from propagation.views import ClusterView, NodeGroup
-from quota.cells import CellNode, node_key
+from quota.cells import CellNode, Cells, node_key
 
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"  # the GPU model label (NVIDIA GPU feature discovery)
@@ -54,7 +54,7 @@ class Members:
         self.tenants: list[list[dict[str, int]]] = [[{} for _ in f] for f in self.free]
         self.rack_size = rack_size
         self.allocatable = [[list(f) for f in nodes] for nodes in self.free]  # as they start
-        self.owners: dict[str, str] = {}  # node key -> the tenant whose cell it is
+        self.cells = Cells()  # whose cell each node is
         self.views = [self.view(i) for i in range(clusters)]
 
     def topology(self, n: int) -> Domain:
@@ -127,7 +127,7 @@ class Members:
     def foreign(self, index: int, n: int, tenant: str) -> int:
         """0 on the tenant's own cell, 1 on a node nobody owns, 2 on another tenant's cell
         (the agent's preferred node affinity to its tenant's cells)."""
-        owner = self.owners.get(node_key(cluster_name(index), node_name(index, n)))
+        owner = self.cells.owners.get(node_key(cluster_name(index), node_name(index, n)))
         return 1 if owner is None else 0 if owner == tenant else 2
 
     def release(self, index: int, gang: Gang, placed: Sequence[int], tenant: str = "") -> None:

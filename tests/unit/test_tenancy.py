@@ -22,6 +22,7 @@ from fleet.sim.trace import Gang, Node
 from member_agent.tenancy import kept_apart, other_tenants, own_cells
 from member_agent.topology import placed
 from propagation.division import ClusterShare
+from quota.cells import Cells
 
 Body = dict[str, Any]
 GI = 1 << 30
@@ -151,7 +152,7 @@ def test_the_simulated_scheduler_puts_a_tenants_replicas_on_its_cells_first() ->
     """Three empty 8-GPU nodes: the second is a's cell, the third b's. a's replica takes its
     cell, b's its own, and a replica of nobody's tenant takes the node no one owns."""
     members = Members([Node(f"n{i}", 64_000, 256 * GI, 8, "A100") for i in range(3)], 1)
-    members.owners = {"c0/c0-n00001": "a", "c0/c0-n00002": "b"}
+    members.cells = Cells({"c0/c0-n00001": "a", "c0/c0-n00002": "b"})
 
     def one(tenant: str) -> Gang:
         return Gang(f"{tenant}-1", tenant, 0, 10, 1, 1000, GI, 1, 0)
