@@ -12,7 +12,8 @@ from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
 from planner.reserving import waiting_after_rollback
-from planner.view import Hold, JobView, PassView, Reservation, Stage
+from planner.view import Hold, JobView, PassView, Reservation, Stage, TimedJob
+from preemption.freed import taken_between
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import ClusterShare, divide, taken
@@ -59,19 +60,23 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     preempting = PreemptionPass.start(view, candidates)
     backfill: Backfill | None = None
     tries = RESERVE_TRIES if view.timed or view.reservations else 0
+    timed = list(view.timed)  # and the jobs of known runtime this pass binds, as they end
     for job in sorted(candidates, key=lambda c: (
             not (preempting is not None and preempting.first(c)), *c.order)):
         queue = _queue_of(job, admission)
         if view.scan_window and misses.get(queue, 0) >= view.scan_window:
             continue
+        before = dict(capacity)
         intents, why = _decide_one(job, admission, capacity, view, preempting, backfill)
         out += intents
         if why is None:
             misses[queue] = 0
+            if tries and backfill is None and job.runtime is not None:
+                timed.append(_bound_timed(job, before, capacity, view.now))
             continue
         if why.reason == "Unschedulable" and backfill is None and tries:
             tries -= 1  # the first jobs that do not fit: the first whose start is known
-            backfill = Backfill.start(job, _usable(job, capacity), view.timed, view.now,
+            backfill = Backfill.start(job, _usable(job, capacity), timed, view.now,
                                       view.reservations)
             if backfill is not None:
                 why = backfill.head_wait(why)
@@ -85,6 +90,18 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
     if preempting is None:
         return Decided(out, reservations=reserved)
     return Decided(out, preempting.holds, preempting.retry_at, reserved)
+
+
+def _bound_timed(job: JobView, before: Mapping[str, ClusterView],
+                 after: Mapping[str, ClusterView], now: float) -> TimedJob:
+    """A job this pass bound, as a running job that gives its nodes back at its end: a
+    head reserved later in the pass may start then (counted as running for good, its start
+    came out later than it can be, and a job that backfilled before that later start could
+    still be running on its nodes at the earlier one)."""
+    assert job.runtime is not None
+    pods = [p for name, view in after.items() if view is not before.get(name)
+            for p in taken_between(before[name], view)]
+    return TimedJob(job.key, now, job.runtime, tuple(pods))
 
 
 def _queue_of(job: JobView, admission: AdmissionPass | None) -> str:

@@ -35,3 +35,20 @@ def _freed(cluster: ClusterView, freed: dict[str, Resources]) -> ClusterView:
         groups.extend(NodeGroup(1, group.free + freed[n], group.labels, (n,)) for n in named)
     return replace(cluster, node_groups=tuple(groups))
 
+
+
+def taken_between(before: ClusterView, after: ClusterView) -> list[Pod]:
+    """What ``after`` took out of ``before``, node by node: the pods whose ``with_freed``
+    gives it back. Nodes no group names are left out (their capacity is never freed)."""
+    was, now = _named_free(before), _named_free(after)
+    out: list[Pod] = []
+    for node, free in now.items():
+        gone = {name: amount for name, amount in (was.get(node, free) - free).items_
+                if amount > 0}
+        if gone:
+            out.append(Pod(after.name, node, Resources.of(gone)))
+    return out
+
+
+def _named_free(cluster: ClusterView) -> dict[str, Resources]:
+    return {n: g.free for g in cluster.node_groups for n in g.nodes[: g.count]}

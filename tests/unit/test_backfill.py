@@ -169,6 +169,21 @@ def test_a_queue_blocked_by_its_reserved_head_lets_through_only_what_ends_first_
         assert why["short"].reason == "QuotaExceeded"
 
 
+def test_a_job_bound_ahead_in_the_pass_gives_its_nodes_back_to_the_reservation() -> None:
+    """``first`` (ends in 10 s) is bound ahead of ``big`` in the same pass: big starts when
+    first ends. (Counted as running for good, first left big no start at all, and ``mid``
+    took a node big needs then.)"""
+    members = fleet({"a": [False, False, True, False]})  # n2 ends in 200 s
+    running = [timed("blocker", 200, "a-n2")]
+    plan = plan_pass(view([job("first", 2, runtime=10, order=1), job("big", 3, order=2),
+                           job("mid", 1, runtime=100, order=3)], members, running))
+    why = waits(plan)
+    assert [b.job for b in plan.binds] == ["PyTorchJob/ns/first"]
+    assert why["big"].reason == RESERVED
+    assert f"from {clock_text(NOW + 10)}" in why["big"].message
+    assert why["mid"].reason == KEPT_BACK
+
+
 # -- the runtime a job declares -------------------------------------------------------------
 @pytest.mark.parametrize(("text", "seconds"), [
     ("600", 600), ("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400), (" 5m ", 300)])
@@ -272,9 +287,11 @@ def test_jobs_started_past_a_reserved_head_never_delay_its_start(
 
 def _start_of(head: JobView, members: Mapping[str, ClusterView], running: Sequence[TimedJob],
               binds: Sequence[Bind], runtimes: Mapping[str, float | None]) -> float | None:
-    """The earliest end (or now) at which the head fits, checked by brute force."""
+    """The earliest end (or now) at which the head fits, checked by brute force: the running
+    jobs' ends, and those of the jobs bound ahead of it in the pass."""
     assert head.demand is not None
-    for start in sorted({NOW, *(max(NOW, t.ends) for t in running)}):
+    ends = [NOW + r for b in binds if (r := runtimes[b.job]) is not None]
+    for start in sorted({NOW, *(max(NOW, t.ends) for t in running), *ends}):
         if divide(head.demand, at(members, running, start, binds, runtimes),
                   POLICY.rules).placed:
             return start
