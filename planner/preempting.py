@@ -112,7 +112,8 @@ class PreemptionPass:
         if job.priority <= p.floor and job.uid not in self.holds and not claims:
             return [], None  # the common case: nobody below it to preempt
         hold = self.holds.get(job.uid)
-        if hold is not None and hold.expires > self.now:
+        if hold is not None and hold.expires > self.now and not _taken(hold, p.running,
+                                                                        job.key):
             on = dict(hold.nodes)
             for cluster, requests in hold.requests:  # nobody else takes it
                 if cluster in capacity:
@@ -149,7 +150,7 @@ class PreemptionPass:
         planned = NO_PLAN
         if job.priority > p.floor and not (job.preempted_by and not self.opportunistic_running):
             # (preempted itself, it takes only opportunistic jobs: none runs, no plan)
-            planned = plan_preemption(preemptor, running, fleet(), limits)
+            planned = plan_preemption(preemptor, running, fleet(), limits, view.cells.owners)
         def why(victim: Running) -> str:
             return f"preempted by {job.key} (priority {job.priority} > {victim.priority})"
 
@@ -157,7 +158,7 @@ class PreemptionPass:
         if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
                 leaf is not None:
             cells = view.cells.owned_by(leaf.key)
-            planned = plan_reclaim(preemptor, running, fleet(), limits, cells)
+            planned = plan_reclaim(preemptor, running, fleet(), limits, view.cells.owners)
             why, kind = partial(_claimed, job.key, leaf.key, cells), "guarantee"
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
@@ -168,11 +169,30 @@ class PreemptionPass:
         victims = tuple((v.key, why(v)) for v in planned.victims if v.keep is None)
         shrinks: list[Intent] = [_shrink(v, why(v), job.key)
                                  for v in planned.victims if v.keep is not None]
+        shares = planned.decision.shares
         self.holds[job.uid] = Hold(share_requests(job.demand, planned.decision),
                                    self.now + p.hold_seconds, planned.reason,
-                                   tuple((s.cluster, s.nodes) for s in planned.decision.shares))
+                                   tuple((s.cluster, s.nodes) for s in shares),
+                                   _on(p.running, {(s.cluster, n) for s in shares
+                                                   for n in s.nodes}))
         return ([*shrinks, Preempt(job.key, victims, planned.reason, kind)],
                 Wait(job.key, "Preempting", planned.reason))
+
+
+def _on(running: Sequence[Running], nodes: set[tuple[str, str]]) -> tuple[str, ...]:
+    """The jobs with a pod on one of ``nodes`` (cluster, node)."""
+    return tuple(sorted(r.key for r in running
+                        if any((pod.cluster, pod.node) in nodes for pod in r.pods)))
+
+
+def _taken(hold: Hold, running: Sequence[Running], holder: str) -> bool:
+    """Whether a job that was not on the held nodes when the plan was made stands there now:
+    the hold is lost, and waiting it out (``hold_seconds``) would keep the holder, and a
+    queue that waits for it, waiting for nothing. On the trace a claimant held a node for
+    75 s that another tenant's pods had been put on; its queue waited behind it."""
+    held = {(cluster, node) for cluster, nodes in hold.nodes for node in nodes}
+    stayed = set(hold.stayed)
+    return any(r.key != holder and r.key not in stayed and _on((r,), held) for r in running)
 
 
 def _claimed(claimant: str, leaf: str, cells: frozenset[str], victim: Running) -> str:

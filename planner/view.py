@@ -143,6 +143,9 @@ class Hold:
     message: str
     # Per cluster, the nodes the plan placed it on (those its victims free): held there.
     nodes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The jobs on those nodes when the plan was made, its victims among them: any other job
+    # found there later took the hold (a member's scheduler puts pods where it likes).
+    stayed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

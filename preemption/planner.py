@@ -36,7 +36,7 @@ guarantee waited 684 s for a whole node that the other tenants' jobs kept refill
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
 
@@ -58,7 +58,7 @@ EXACT_BUDGET = 128
 
 
 def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[ClusterView],
-         limits: QuotaLimits | None = None) -> Plan:
+         limits: QuotaLimits | None = None, owners: Mapping[str, str] | None = None) -> Plan:
     limits = limits or QuotaLimits()
     quota_ok = fits_quota(preemptor, (), limits)
     if quota_ok:
@@ -71,7 +71,8 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
     useful = _useful(preemptor, clusters, limits, quota_ok)
     candidates = sorted((r for r in running if may_preempt(preemptor, r, limits)
                          and useful(r) and (is_opportunistic(r.priority)
-                                            or not preemptor.preempted)), key=victim_order)
+                                            or not preemptor.preempted)),
+                        key=home_first(owners or {}, preemptor.leaf))
     if not candidates:
         return Plan(Outcome.NO_PLAN, "it was preempted itself: until it runs again it "
                                      "preempts only opportunistic jobs, and none is in its way"
@@ -93,17 +94,18 @@ def plan(preemptor: Preemptor, running: Sequence[Running], clusters: Sequence[Cl
 
 def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
                  clusters: Sequence[ClusterView], limits: QuotaLimits,
-                 cells: frozenset[str] = frozenset()) -> Plan:
+                 owners: Mapping[str, str] | None = None) -> Plan:
     """For a claim within the preemptor's guarantee that no node holds (its quota may well
     fit: the fleet is fragmented, or its GPUs taken by other tenants): the jobs of other
     tenants that hold the scarcest resource it asks for (GPUs) wholly on borrowed capacity
     (their tenant still at its min of it without each), other tenants' jobs with a pod on
-    the preemptor's tenant's ``cells`` (node keys, ``quota.cells``: guests there, whether or
-    not their tenant borrows), and opportunistic jobs, whose removal lets every replica fit
-    a node, whatever their priority. A guarantee is not a priority: on HiveD another
-    virtual cluster runs on a VC's cells only as opportunistic jobs, and on its private
-    cluster a tenant's gang waits only for its own jobs. Fewest victims, then the lowest
-    priority, then the youngest."""
+    the preemptor's tenant's cells (``owners``: node key -> leaf, dealt by ``quota.cells``:
+    guests there, whether or not their tenant borrows), and opportunistic jobs, whose
+    removal lets every replica fit a node, whatever their priority. A guarantee is not a
+    priority: on HiveD another virtual cluster runs on a VC's cells only as opportunistic
+    jobs, and on its private cluster a tenant's gang waits only for its own jobs. Fewest
+    victims, then the lowest priority, then those at home first (``home_first``), then
+    the youngest."""
     if preemptor.leaf is None or not within_guarantee(preemptor, limits):
         return Plan(Outcome.NO_PLAN, "not within its guarantee")
     check = _Check(preemptor, clusters, limits)
@@ -112,10 +114,11 @@ def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
         return Plan(Outcome.FITS, f"fits without preemption: {as_is.reason}", decision=as_is)
     useful = _useful(preemptor, clusters, limits, True)
     scarcest = next(iter(scarcity_order(preemptor.demand.total)), "")
+    owners = owners or {}
     candidates = sorted((r for r in running if r.key != preemptor.key and useful(r) and (
         is_opportunistic(r.priority) or (r.leaf is not None and r.leaf != preemptor.leaf
                                          and on_borrowed(r, scarcest, limits))
-        or _guest(r, preemptor, cells))), key=victim_order)
+        or _guest(r, preemptor, owners))), key=home_first(owners, preemptor.leaf))
     if not candidates or check(candidates) is None:
         return Plan(Outcome.NO_PLAN, "it would not fit even with every borrowed job in its "
                                      "way gone")
@@ -127,10 +130,11 @@ def plan_reclaim(preemptor: Preemptor, running: Sequence[Running],
                                  f"within its guarantee: {decision.reason}", victims, decision)
 
 
-def _guest(job: Running, preemptor: Preemptor, cells: frozenset[str]) -> bool:
+def _guest(job: Running, preemptor: Preemptor, owners: Mapping[str, str]) -> bool:
     """Another tenant's job with a pod on one of the preemptor's tenant's cells."""
     return job.leaf != preemptor.leaf and any(
-        node_key(pod.cluster, pod.node) in cells for pod in job.pods if pod.node)
+        owners.get(node_key(pod.cluster, pod.node)) == preemptor.leaf
+        for pod in job.pods if pod.node)
 
 
 def shrunk(job: Running, keep: int) -> Running | None:
@@ -206,6 +210,25 @@ def may_preempt(preemptor: Preemptor, job: Running, limits: QuotaLimits) -> bool
     if job.leaf == preemptor.leaf:
         return True
     return borrowing(job.leaf, limits) and within_guarantee(preemptor, limits)
+
+
+def home_first(owners: Mapping[str, str], leaf: str | None
+               ) -> Callable[[Running], tuple[object, ...]]:
+    """Victim order, with the jobs standing on the preemptor's tenant's cells before those
+    on nodes nobody owns, and those before jobs on other tenants' cells, at each priority.
+    Freed there, the preemptor lands at home: on another tenant's cells it would be a guest
+    that tenant takes back (on the trace, a tenant's 8-GPU gang that had preempted
+    opportunistic jobs on another tenant's cells was taken back twice, and its queue waited
+    for it). Without cells every job ranks alike."""
+    def key(job: Running) -> tuple[object, ...]:
+        away = 0
+        for pod in job.pods:
+            owner = owners.get(node_key(pod.cluster, pod.node)) if pod.node else None
+            away = max(away, 1 if owner is None else 0 if owner == leaf else 2)
+        priority, *rest = victim_order(job)
+        return (priority, away, *rest)
+
+    return key
 
 
 class _Check:

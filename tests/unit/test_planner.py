@@ -219,6 +219,32 @@ def test_the_held_nodes_stay_held_while_the_victims_pods_are_still_there() -> No
     assert sorted(w.reason for w in again.waits) == ["Preempting", "Unschedulable"]
 
 
+def test_a_hold_another_job_was_put_on_is_given_up_and_planned_for_again() -> None:
+    """The high job preempted ``low`` on n0 and holds it. Next pass low is gone, but the
+    member put another job, ``thief``, on n0: the high job plans again at once instead of
+    waiting out its hold. While only jobs that were there at
+    the plan stand on n0 (low, still leaving), the hold stands."""
+    full, low = _full_member_and_victim()
+    low = replace(low, pods=low.pods[:1])  # on n0; n1 held by spare
+    spare = Running("PyTorchJob/ns/spare", "ns", 0, "t-0",  # older: low goes first
+                    (Pod("a", "n1", Resources.of({GPU: 8})),))
+    high = waiting("high", gpus=8, replicas=1, priority=100)
+    plan = plan_pass(_preempting(high, clusters=full,
+                                 preemption=PreemptionView((low, spare))))
+    assert plan.holds["high"].nodes == (("a", ("n0",)),)
+    assert plan.holds["high"].stayed == (low.key,)
+    still = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (low, spare), holds=plan.holds)))
+    assert [w.reason for w in still.waits] == ["Preempting"]
+    assert not [i for i in still.intents if isinstance(i, Preempt)]
+    thief = replace(low, key="PyTorchJob/ns/thief", started="t-thief")
+    taken = plan_pass(_preempting(high, clusters=full, preemption=PreemptionView(
+        (thief, spare), holds=plan.holds)))
+    [preempt] = [i for i in taken.intents if isinstance(i, Preempt)]
+    assert [key for key, _ in preempt.victims] == [thief.key]  # the youngest now
+    assert taken.holds["high"].stayed == (thief.key,)
+
+
 def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preempts() -> None:
     full, victim = _full_member_and_victim()
     high = waiting("high", gpus=8, priority=100)

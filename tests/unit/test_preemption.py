@@ -351,11 +351,29 @@ def test_a_claim_takes_back_its_own_cells_from_a_tenant_within_its_min() -> None
     clusters = fleet(m1={"n1": 2, "n2": 2})
     assert plan_reclaim(preemptor(0, 1, 4), jobs, clusters,
                         limits).outcome is Outcome.NO_PLAN  # without cells: b is within
-    decided = plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits, frozenset({"m1/n1"}))
+    decided = plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits, {"m1/n1": "root/a"})
     assert decided.outcome is Outcome.PREEMPT
     assert [v.key for v in decided.victims] == ["PyTorchJob/b/guest"]
     assert plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits,
-                        frozenset({"m1/n3"})).outcome is Outcome.NO_PLAN  # no guest there
+                        {"m1/n3": "root/a"}).outcome is Outcome.NO_PLAN  # no guest there
+
+
+def test_a_preemptor_takes_victims_on_its_own_cells_before_those_on_other_tenants() -> None:
+    """Two opportunistic jobs, each on a whole node: the younger stands on b's cell, the
+    older on a's. a's job takes the older one (freed there, it is at home: on b's cell it
+    would be a guest b takes back); without cells, the younger as always."""
+    on_b_cell = running("young", -1, ("m1", "n1", 4), namespace="x", leaf=None,
+                        started="2026-01-01T00:00:09Z")
+    on_a_cell = running("old", -1, ("m1", "n2", 4), namespace="x", leaf=None)
+    jobs = [on_b_cell, on_a_cell]
+    clusters = fleet(m1={"n1": 0, "n2": 0})
+    limits = limits_for(tree(4, 8, 4, 8, 8), jobs)
+    owners = {"m1/n1": "root/b", "m1/n2": "root/a"}
+    for decided, taken in ((plan(preemptor(1, 1, 4), jobs, clusters, limits), "young"),
+                           (plan(preemptor(1, 1, 4), jobs, clusters, limits, owners), "old"),
+                           (plan_reclaim(preemptor(0, 1, 4), jobs, clusters, limits, owners),
+                            "old")):
+        assert [v.key for v in decided.victims] == [f"PyTorchJob/x/{taken}"]
 
 
 def test_no_guarantee_is_claimed_from_a_tenant_within_its_min_or_beyond_ones_own() -> None:
