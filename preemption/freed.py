@@ -36,7 +36,6 @@ def _freed(cluster: ClusterView, freed: dict[str, Resources]) -> ClusterView:
     return replace(cluster, node_groups=tuple(groups))
 
 
-
 def taken_between(before: ClusterView, after: ClusterView) -> list[Pod]:
     """What ``after`` took out of ``before``, node by node: the pods whose ``with_freed``
     gives it back. Nodes no group names are left out (their capacity is never freed)."""

@@ -6,7 +6,8 @@ running jobs of the fleet and the quota tree, :func:`plan` says one of three thi
 - **Fits**: the job fits as things are, somewhere in the fleet: it is placed there and nobody
   is preempted (HiveD's lazy preemption, fleet-wide);
 - **Preempt**: these victims, once gone, let every replica of the job fit a node (and its
-  quota): fewest victims first, then the lowest priorities, then the youngest;
+  quota): fewest victims first, then the lowest priorities, then those on the preemptor's
+  tenant's cells (it lands at home, :func:`home_first`), then the youngest;
 - **Preempt** by shrinking: elastic jobs (PyTorchJob ``elasticPolicy``) that may be victims
   are first asked to give back replicas down to their min; when that is enough, nobody is
   evicted, and each shrunk job gives back as few replicas as the preemptor needs;
