@@ -140,6 +140,9 @@ def test_get_queue_shows_waiting_jobs_in_order(cli: Cli) -> None:
     assert [QUEUE, "1", "default/cli-wait"] in rows(text)
     table = {row[0]: row for row in rows(text.split("\n\n")[0])[1:]}
     assert table[QUEUE][1:3] == ["1", "1"]  # one pending, one admitted
+    wide = rows(cli("--context", HUB, "get", "queue", QUEUE, "-o", "wide"))
+    assert wide[0][-3:] == ["PATH", "MIN", "CELLS"]
+    assert wide[1][-1] == "-"  # child-2 guarantees no GPUs: it owns no cells
     single = rows(cli("--context", HUB, "get", "queue", QUEUE))
     assert [QUEUE, "1", "default/cli-wait"] in single
     assert "not found" in cli("--context", HUB, "get", "queue", "nope", code=1)

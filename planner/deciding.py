@@ -281,6 +281,6 @@ def _queues(admission: AdmissionPass, waits: dict[str, Wait], view: PassView) ->
         if ordered:
             oldest[leaf] = ordered[0].created
     usage = {p.key: dict(admission.usage(p.key)) for p in walk(admission.root)}
-    cells = {leaf: sum(map(len, clusters.values()))
+    cells = {leaf: {cluster: len(nodes) for cluster, nodes in clusters.items()}
              for leaf, clusters in view.cells.by_tenant.items()}
     return QueueReport(usage, pending, oldest, cells)

@@ -211,7 +211,8 @@ class QueueReport:
     usage: Mapping[str, Mapping[str, int]]  # node key -> resource -> used
     pending: Mapping[str, tuple[str, ...]]  # leaf key -> waiting job keys in order
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
-    cells: Mapping[str, int] = field(default_factory=dict)  # leaf key -> nodes it owns
+    # leaf key -> member -> how many of the member's nodes its guarantee owns (its cells)
+    cells: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 Intent = (Bind | Commit | RollBack | Dispatch | Wait | Requeue | Preempt | Grow | Shrink

@@ -84,6 +84,10 @@ class QueueStatus(KubeModel):
     pending: int | None = None
     admitted: int | None = None
     usage: str | None = Field(default=None, description="One-line summary for kubectl get.")
+    cells: dict[str, int] = Field(
+        default_factory=dict, description="A leaf queue's cells: per member, how many of its "
+        "nodes the leaf's guarantee (its min of nvidia.com/gpu) owns, dealt by the hub. Its "
+        "jobs' pods prefer them, and another tenant's job there is a guest its claims take back.")
 
 
 class Queue(CustomResource[QueueSpec, QueueStatus]):

@@ -213,7 +213,8 @@ def get_queues(target: Target, name: str | None, selector: str | None, fmt: str)
                         key=lambda q: q["metadata"]["name"])
     if fmt in ("json", "yaml", "name"):
         return output.objects(queues, fmt, single=bool(name))
-    header = ["NAME", "PENDING", "ADMITTED", "USAGE"] + (["PATH", "MIN"] if fmt == "wide" else [])
+    header = ["NAME", "PENDING", "ADMITTED", "USAGE"] + (
+        ["PATH", "MIN", "CELLS"] if fmt == "wide" else [])
     rows = []
     for queue in queues:
         status = queue.get("status") or {}
@@ -221,7 +222,8 @@ def get_queues(target: Target, name: str | None, selector: str | None, fmt: str)
                str(status.get("admitted", 0)), status.get("usage") or "-"]
         if fmt == "wide":
             row += ["/".join((queue.get("spec") or {}).get("path") or []) or "-",
-                    ",".join(f"{k}={v}" for k, v in (status.get("min") or {}).items()) or "-"]
+                    ",".join(f"{k}={v}" for k, v in (status.get("min") or {}).items()) or "-",
+                    ",".join(f"{k}={v}" for k, v in (status.get("cells") or {}).items()) or "-"]
         rows.append(row)
     text = output.table(header, rows)
     waiting = pending_positions(queues, only_leaves=not name)

@@ -129,8 +129,10 @@ class QueueState:
 
 
 def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, int]],
-                  pending: Mapping[str, Sequence[str]]) -> list[QueueState]:
-    """One Queue per tree node; ``pending`` maps a leaf path to its waiting jobs in order."""
+                  pending: Mapping[str, Sequence[str]],
+                  cells: Mapping[str, Mapping[str, int]] | None = None) -> list[QueueState]:
+    """One Queue per tree node; ``pending`` maps a leaf path to its waiting jobs in order,
+    ``cells`` a leaf to how many nodes of each member its guarantee owns."""
     names = queue_names(p.path for p in walk(root))
     tree_ref = f"{tree['metadata']['namespace']}/{tree['metadata']['name']}"
     out = []
@@ -150,6 +152,9 @@ def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, 
             "pending": len(waiting), "admitted": admitted, "usage": summary,
             "pendingJobs": waiting[:50],
         }
+        owned = (cells or {}).get(key)
+        if owned:
+            status["cells"] = dict(sorted(owned.items()))
         out.append(QueueState(names[placed.path], placed.path, {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "Queue",
             "metadata": {"name": names[placed.path], "namespace": QUEUE_NAMESPACE,

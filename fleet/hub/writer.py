@@ -470,13 +470,15 @@ class Writer:
         nodes = {p.key: p.node for p in walk(tree[1])}
         pending_names = {leaf: [k.split("/", 1)[1] for k in keys]
                          for leaf, keys in report.pending.items()}
-        for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names):
+        for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names,
+                                     report.cells):
             self.dispatcher.publish_queue(state.body, ctx.snap.queues)
             status = state.body["status"]
             key = "/".join(state.path)
             metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
             if nodes[key].is_leaf:
-                metrics.QUEUE_CELL_NODES.labels(state.name).set(report.cells.get(key, 0))
+                metrics.QUEUE_CELL_NODES.labels(state.name).set(
+                    sum(report.cells.get(key, {}).values()))
             metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
             metrics.QUEUE_RUNNING.labels(state.name).set(
                 sum(n for leaf, n in running.items() if leaf == key or

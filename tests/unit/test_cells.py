@@ -8,6 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleet.hub.queueing import queue_objects
 from quota.cells import CellNode, Cells, deal, for_share, guarantees
 from quota.tree import QuotaNode
 
@@ -100,3 +101,15 @@ def test_the_cells_bound_is_the_works_schema_bound() -> None:
     from fleet.api.protocol import MAX_SHARE_CELLS
     from quota.cells import CELLS_PER_SHARE
     assert CELLS_PER_SHARE == MAX_SHARE_CELLS
+
+
+def test_each_leaf_queue_shows_its_cells_per_member() -> None:
+    """The hub's Queue of a leaf lists how many nodes of each member its guarantee owns
+    (``kubectl fleet get queues -o wide``: CELLS); a parent's lists none."""
+    root = QuotaNode("root", max={GPU: 16}, children=(
+        QuotaNode("a", min={GPU: 8}, max={GPU: 16}, namespaces=("a",)),))
+    tree = {"metadata": {"name": "tree", "namespace": "kube-system"}}
+    states = {s.name: s.body["status"] for s in queue_objects(
+        tree, root, {}, {}, {"root/a": {"m1": 2, "m0": 1}})}
+    assert states["root-a"]["cells"] == {"m0": 1, "m1": 2}
+    assert "cells" not in states["root"]
