@@ -66,12 +66,14 @@ def decide(jobs: Sequence[JobView], view: PassView) -> Decided:
         queue = _queue_of(job, admission)
         if view.scan_window and misses.get(queue, 0) >= view.scan_window:
             continue
-        before = dict(capacity)
+        # (copied only while a later head's reservation may count this job's end)
+        before = dict(capacity) if tries and backfill is None and job.runtime is not None \
+            else None
         intents, why = _decide_one(job, admission, capacity, view, preempting, backfill)
         out += intents
         if why is None:
             misses[queue] = 0
-            if tries and backfill is None and job.runtime is not None:
+            if before is not None:
                 timed.append(_bound_timed(job, before, capacity, view.now))
             continue
         if why.reason == "Unschedulable" and backfill is None and tries:

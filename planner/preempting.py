@@ -157,9 +157,8 @@ class PreemptionPass:
         kind = "priority"
         if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
                 leaf is not None:
-            cells = view.cells.owned_by(leaf.key)
             planned = plan_reclaim(preemptor, running, fleet(), limits, view.cells.owners)
-            why, kind = partial(_claimed, job.key, leaf.key, cells), "guarantee"
+            why, kind = partial(_claimed, job.key, leaf.key, view.cells.owners), "guarantee"
         if planned.outcome is not Outcome.PREEMPT or planned.decision is None:
             self.retry_at[job.uid] = self.now + p.retry_seconds
             return [], None
@@ -195,10 +194,11 @@ def _taken(hold: Hold, running: Sequence[Running], holder: str) -> bool:
     return any(r.key != holder and r.key not in stayed and _on((r,), held) for r in running)
 
 
-def _claimed(claimant: str, leaf: str, cells: frozenset[str], victim: Running) -> str:
-    """Why a victim of a claim within a guarantee goes: it stood on the claimant's cells, or
-    ran on borrowed capacity (or is opportunistic)."""
-    on = sorted({pod.node for pod in victim.pods if node_key(pod.cluster, pod.node) in cells})
+def _claimed(claimant: str, leaf: str, owners: Mapping[str, str], victim: Running) -> str:
+    """Why a victim of a claim within a guarantee goes: it stood on the claimant's cells
+    (``owners``: node key -> leaf), or ran on borrowed capacity (or is opportunistic)."""
+    on = sorted({pod.node for pod in victim.pods
+                 if owners.get(node_key(pod.cluster, pod.node)) == leaf})
     where = f"it ran on {leaf}'s cells ({', '.join(on)})" if on else \
         "it ran on capacity its tenant borrowed"
     return (f"preempted by {claimant}, which claims the guarantee of {leaf}: {where} "

@@ -125,12 +125,6 @@ class Cells:
         return {leaf: {c: tuple(sorted(names)) for c, names in clusters.items()}
                 for leaf, clusters in out.items()}
 
-    def owned_by(self, leaf: str) -> frozenset[str]:
-        """The node keys ``leaf`` owns."""
-        return frozenset(node_key(cluster, node)
-                         for cluster, nodes in self.by_tenant.get(leaf, {}).items()
-                         for node in nodes)
-
 
 def guarantees(root: QuotaNode) -> dict[str, int]:
     """Each leaf's guaranteed GPUs (its min), by its key ("root/team-a")."""

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet.hub.queueing import queue_objects
-from quota.cells import CellNode, Cells, deal, for_share, guarantees
+from quota.cells import CellNode, Cells, deal, for_share, guarantees, node_key
 from quota.tree import QuotaNode
 
 GPU = "nvidia.com/gpu"
@@ -86,7 +86,8 @@ def test_cells_are_whole_nodes_dealt_the_same_whatever_the_order(
         short = [t for t, g in wanted.items() if held[t] < g]
         assert not short or len(owners) == sum(1 for n in fleet if n.gpus)
     cells = Cells(owners)
-    assert set().union(*(cells.owned_by(t) for t in wanted)) == set(owners)
+    assert {node_key(c, n) for t in wanted for c, names in cells.by_tenant.get(t, {}).items()
+            for n in names} == set(owners)
 
 
 def test_a_share_names_the_cells_it_was_packed_onto_first_at_most_the_bound() -> None:
