@@ -17,12 +17,12 @@ from typing import Any
 from fleet.api.protocol import EXPECTED_RUNTIME, PLACEMENT, REQUEUE, expected_runtime
 from fleet.hub.cache import Snapshot
 from fleet.hub.preemption_views import pods_of
-from fleet.hub.queueing import job_key
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter
 from planner.view import TimedJob
 from preemption.model import Pod
+from propagation.jobkey import JobKey
 
 
 def runtime_of(job: Mapping[str, Any], adapter: KindAdapter) -> int | None:
@@ -106,7 +106,7 @@ def timed_jobs(snap: Snapshot) -> tuple[TimedJob, ...]:
         started = started_at(job)
         if started is None or adapter.is_finished(job):
             continue
-        out.append(TimedJob(job_key(job), started, float(runtime),
+        out.append(TimedJob(JobKey.of_body(job), started, float(runtime),
                             tuple(pods_of(snap.works_of(meta["uid"]), adapter))))
     return tuple(replace(t, pods=tuple(counted(t.pods, usage)))
                  for t in sorted(out, key=lambda t: t.key))

@@ -136,11 +136,12 @@ def compact(value: Any) -> Any:
     jobs repeat the same keys and most of the same values, and a copy of each per object was
     most of the hub's memory."""
     if isinstance(value, Mapping):
-        return {sys.intern(k) if isinstance(k, str) else k: compact(v) for k, v in value.items()}
+        return {sys.intern(str(k)) if isinstance(k, str) else k: compact(v)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [compact(v) for v in value]
     if isinstance(value, str) and len(value) < INTERN_BELOW:
-        return sys.intern(value)
+        return sys.intern(str(value))  # (a str subclass, such as a JobKey, as plain text)
     return value
 
 

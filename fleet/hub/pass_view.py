@@ -51,6 +51,7 @@ from planner.view import (
     WorkView,
 )
 from preemption.model import Running
+from propagation.jobkey import JobKey
 from propagation.matching import PolicyRef, governing_policy
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode, JobDemand
@@ -208,7 +209,7 @@ class ViewBuilder:
         found = self._demands.get(key)
         if found is None:
             try:
-                found = adapter_for(job["apiVersion"], job["kind"]).demand(q.job_key(job), job)
+                found = adapter_for(job["apiVersion"], job["kind"]).demand(JobKey.of_body(job), job)
             except InvalidJob as exc:
                 found = exc
             if len(self._demands) >= MAX_REMEMBERED:
@@ -350,7 +351,7 @@ class ViewBuilder:
         meta = job["metadata"]
         annotations = meta.get("annotations") or {}
         stage = stage_of(job)
-        key, uid = q.job_key(job), meta["uid"]
+        key, uid = JobKey.of_body(job), meta["uid"]
         finished = adapter.is_finished(job)
         view = JobView(key, uid, meta.get("creationTimestamp", ""), stage,
                        priority=q.priority_of(job, classes),

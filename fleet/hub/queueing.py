@@ -20,6 +20,7 @@ from fleet.hub.cache import Body, Snapshot
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import adapter_for
 from fleet.kinds.deps import priority_class_manifest, priority_class_names
+from propagation.jobkey import JobKey
 from propagation.views import JobDemand
 from quota.amounts import MAX_JOBS
 from quota.engine import Holding, Job, QueuePolicy
@@ -30,11 +31,6 @@ ADMITTED_AT = dispatch.ADMITTED_AT
 REQUEUE = dispatch.REQUEUE
 QUEUE_NAMESPACE = "kube-queue"
 TREE_NAMESPACE = "kube-system"
-
-
-def job_key(job: Mapping[str, Any]) -> str:
-    meta = job["metadata"]
-    return f"{job['kind']}/{meta['namespace']}/{meta['name']}"
 
 
 def priority_of(job: Mapping[str, Any], classes: Mapping[str, int]) -> int:
@@ -88,8 +84,8 @@ def active_tree(snap: Snapshot) -> tuple[Body, QuotaNode] | None:
 def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int], demand: JobDemand
                  ) -> Job:
     meta = job["metadata"]
-    return Job(job_key(job), meta["namespace"], dict(demand.total), priority_of(job, classes),
-               meta.get("creationTimestamp", ""),
+    return Job(JobKey.of_body(job), meta["namespace"], dict(demand.total),
+               priority_of(job, classes), meta.get("creationTimestamp", ""),
                (meta.get("annotations") or {}).get(REQUEUED_AT) or "")
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from fleet import metrics
 from fleet.clients.leases import LeaderElector
-from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.collector import Collector
@@ -33,6 +32,7 @@ from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
 from planner import PassView, Plan, plan_pass
 from planner.view import Hold, Reservation, Stage
+from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
 
@@ -142,7 +142,7 @@ class Scheduler:
                 skipped.add(Cache.key(job))  # its bind is being written; the next pass sees it
                 continue
             if full or uid in changed_works or Cache.key(job) in changed_jobs or _waits(job):
-                jobs[q.job_key(job)] = job
+                jobs[JobKey.of_body(job)] = job
         if skipped:
             self.cache.mark_changed(skipped)
         return jobs
@@ -158,7 +158,7 @@ class Scheduler:
                 assumed.setdefault(cluster, []).extend(requests)
         return self.views.build(
             snap, now, stamp or now_text(), jobs, clusters, assumed,
-            lambda job, exc: self.writer.failures.failed(q.job_key(job),
+            lambda job, exc: self.writer.failures.failed(JobKey.of_body(job),
                                                          "job skipped this pass", exc),
             self._holds, self._retry_at, self._reservations)
 

@@ -53,6 +53,7 @@ from planner.intents import (
     Unbind,
     Wait,
 )
+from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from quota.tree import leaves_by_namespace, walk
 
@@ -80,7 +81,7 @@ class PassContext:
 
     @functools.cached_property
     def _all_jobs(self) -> dict[str, Body]:
-        return {q.job_key(j): j for j in self.snap.jobs.values()}
+        return {JobKey.of_body(j): j for j in self.snap.jobs.values()}
 
     def works(self, job: Body) -> dict[str, Body]:
         uid = job["metadata"]["uid"]
@@ -348,9 +349,8 @@ class Writer:
         self.dispatcher.event(victim, "Preempted", intent.reason, "Warning")
         claimant = ctx.job(intent.claimant)
         if claimant is not None:
-            kind, namespace, name = intent.job.split("/", 2)
             self.dispatcher.event(claimant, "Reclaimed",
-                                  f"preempted {kind} {namespace}/{name} to reclaim quota")
+                                  f"preempted {JobKey(intent.job).display} to reclaim quota")
         log.info("preempted %s for %s", intent.job, intent.claimant)
 
     def preempt_for(self, intent: Preempt, preemptor: Body, ctx: PassContext) -> None:
@@ -468,7 +468,7 @@ class Writer:
             self._running = (time.monotonic(), running_by_leaf(ctx.snap))
         running = self._running[1]
         nodes = {p.key: p.node for p in walk(tree[1])}
-        pending_names = {leaf: [k.split("/", 1)[1] for k in keys]
+        pending_names = {leaf: [f"{JobKey(k).namespace}/{JobKey(k).name}" for k in keys]
                          for leaf, keys in report.pending.items()}
         for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names,
                                      report.cells):

@@ -18,12 +18,13 @@ from preemption.model import Elasticity, Pod
 from preemption.model import Running as Victim
 from propagation.division import ClusterShare
 from propagation.fit import Domain
+from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import JobDemand, NodeLabelIn, Role, TopologyRequest
 from quota.engine import Holding, Job
 from quota.priority import OPPORTUNISTIC_PRIORITY, is_opportunistic
 
-KIND = "PyTorchJob"  # the kind a gang is named as, as the hub keys jobs
+KIND, GROUP = "PyTorchJob", "kubeflow.org"  # a gang is named as the hub keys a PyTorchJob
 ROLE = "Worker"  # a gang's one role
 
 
@@ -64,9 +65,9 @@ class GangViews:
         return Elastic(ROLE, (gang.replicas + 1) // 2, gang.replicas)
 
     @staticmethod
-    def key(gang: Gang) -> str:
+    def key(gang: Gang) -> JobKey:
         """The gang's job key, as the hub would name a PyTorchJob in the tenant's namespace."""
-        return f"{KIND}/{gang.tenant}/{gang.name}"
+        return JobKey.of(GROUP, KIND, gang.tenant, gang.name)
 
     def job(self, gang: Gang) -> JobView:
         """The gang as a waiting job, marked with who preempted it (until it is bound)."""

@@ -34,8 +34,7 @@ from fleet.api.protocol import (
     work_generation,
     work_phase,
 )
-
-JobKey = tuple[str, str, str]  # (kind key, namespace, name)
+from propagation.jobkey import JobKey
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from fleet.clients.patches import merge_diff
 from fleet.kinds import adapter_for
 from member_agent import fencing
 from member_agent.controllers import placeholders as ph
-from member_agent.controllers.runtime import KINDS, JobKey, kind_key
+from member_agent.controllers.runtime import KINDS
 from member_agent.fencing import Action, Fence
 from member_agent.keyed import LatestPerKey
 from member_agent.member_failures import health
@@ -44,6 +44,7 @@ from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
 from member_agent.topology import placed
+from propagation.jobkey import JobKey
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -165,7 +166,7 @@ class HubSync:
                 try:
                     self._remove_job(verdict.job, verdict.reason)
                 except errors.ApiError as exc:  # e.g. the member's API server is down
-                    log.warning("stale %s not removed yet: %s", "/".join(verdict.job.key), exc)
+                    log.warning("stale %s not removed yet: %s", verdict.job.key, exc)
 
     def sweep_placeholders(self) -> None:
         """No placeholder outlives its Work: those whose Work is gone go (once the Works
@@ -201,8 +202,8 @@ class HubSync:
         key = _job_key(work)
         job, job_pods = self.state.stores.read(key)
         job = job or applied
-        held = self._placeholders(key[1], work["spec"]["job"]["uid"])
-        kind = KINDS.get(key[0])
+        held = self._placeholders(key.namespace, work["spec"]["job"]["uid"])
+        kind = KINDS.get(key.kind_key)
         real: list[ph.Slot] = []
         if kind is not None:
             for pod in job_pods:
@@ -230,7 +231,7 @@ class HubSync:
                 verdict = ph.Verdict(protocol.REFUSED, f"placeholder "
                                      f"{pod['metadata']['name']} refused: {exc}"[:1024])
         for gone in decided.delete:
-            self._delete_placeholder(key[1], gone)
+            self._delete_placeholder(key.namespace, gone)
         return verdict
 
     def take_slot(self, job: Mapping[str, Any], slot: ph.Slot) -> str | None:
@@ -251,7 +252,8 @@ class HubSync:
         return node
 
     def _remove_job(self, job: fencing.MemberJob, why: str) -> None:
-        kind, namespace, name = job.key
+        key = job.key
+        kind, namespace, name = key.kind_key, key.namespace, key.name
         log.info("removing %s %s/%s from the member: %s", kind, namespace, name, why)
         try:
             if self.member.delete(KINDS[kind].resource, name, namespace, uid=job.uid):
@@ -554,9 +556,7 @@ class HubSync:
 
 
 def _job_key(work: Mapping[str, Any]) -> JobKey:
-    manifest = work["spec"]["manifests"][0]
-    meta = manifest["metadata"]
-    return kind_key(manifest["apiVersion"], manifest["kind"]), meta["namespace"], meta["name"]
+    return JobKey.of_body(work["spec"]["manifests"][0])
 
 
 def _replicas(work: Mapping[str, Any]) -> Mapping[str, Any]:

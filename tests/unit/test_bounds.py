@@ -25,7 +25,8 @@ from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.controllers.kind import Observed
 from member_agent.controllers.reconcile import INVALID, check, decide
-from member_agent.controllers.runtime import KINDS, JobController, Stores, kind_key
+from member_agent.controllers.runtime import KINDS, JobController, Stores
+from propagation.jobkey import JobKey, kind_key
 from quota import validation
 from quota.validation import validate_tree
 from tests.unit.test_job_status import pod
@@ -298,7 +299,7 @@ def test_failed_reconciles_back_off_and_log_one_traceback(
         caplog: pytest.LogCaptureFixture) -> None:
     controller = JobController.__new__(JobController)
     controller._failures = {}
-    key = ("PyTorchJob.kubeflow.org", "ns", "job")
+    key = JobKey("PyTorchJob.kubeflow.org/ns/job")
     with caplog.at_level(logging.WARNING):
         delays = [controller._failed(key, ValueError("broken")) for _ in range(12)]
         refused = controller._failed(key, errors.Invalid(422, "Invalid", "pod refused"))
@@ -351,8 +352,8 @@ def test_pods_refused_while_their_job_is_deleted_are_not_reported(
     job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
            "metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": {}}
     pod = {"metadata": {"name": "j-launcher", "namespace": "ns", "labels": {}}, "spec": {}}
-    key = ("MPIJob.kubeflow.org", "ns", "j")
-    kind = KINDS[key[0]]
+    key = JobKey("MPIJob.kubeflow.org/ns/j")
+    kind = KINDS[key.kind_key]
     for current, raises in ((None, False),
                             ({**job, "metadata": {**job["metadata"],
                                                   "deletionTimestamp": "now"}}, False),
@@ -420,7 +421,7 @@ def test_the_hub_shows_a_job_beyond_the_bounds_as_invalid_without_dividing_it() 
     finally:
         tracemalloc.stop()
     assert not failures
-    why = waiting["PyTorchJob/ns/job"]
+    why = waiting["PyTorchJob.kubeflow.org/ns/job"]
     assert why.reason == "Invalid"
     assert "spec.pytorchReplicaSpecs.Worker.replicas: 4611686018427387904" in why.message
     assert peak < 4 << 20

@@ -13,9 +13,10 @@ from fleet.api.protocol import PLACEMENT_GENERATION, placement_generation
 from fleet.hub.works import work_body
 from fleet.kinds import adapter_for
 from member_agent.fencing import Action, Fence, fence_of, judge, may_run, member_job, sweep
+from propagation.jobkey import JobKey
 
 NS = "fleet-member-m1"
-KEY = ("PyTorchJob.kubeflow.org", "team", "train")
+KEY = JobKey("PyTorchJob.kubeflow.org/team/train")
 
 
 def job(generation: int | None = 2, *, work: str = "w1", uid: str = "hub-uid",
@@ -67,10 +68,10 @@ def test_jobs_fleet_does_not_manage_are_left_alone() -> None:
 
 
 def test_the_sweep_names_stale_copies_in_order_and_skips_going_ones() -> None:
-    other = ("PyTorchJob.kubeflow.org", "team", "a-first")
+    other = JobKey("PyTorchJob.kubeflow.org/team/a-first")
     jobs = [(KEY, job(work="w1")), (other, job(work="w2")),
-            (("TFJob.kubeflow.org", "team", "going"), job(work="w3", deleting=True)),
-            (("TFJob.kubeflow.org", "team", "runs"), job(work="w4"))]
+            (JobKey("TFJob.kubeflow.org/team/going"), job(work="w3", deleting=True)),
+            (JobKey("TFJob.kubeflow.org/team/runs"), job(work="w4"))]
     verdicts = sweep(jobs, NS, {"w4": Fence("hub-uid", 2)}, synced=True)
     assert [(v.job.key, v.action) for v in verdicts] == [
         (other, Action.REMOVE), (KEY, Action.REMOVE)]

@@ -287,7 +287,7 @@ def preempting() -> list[tuple[str, State]]:
     start(sim, state, gang("a0", "team-a", T0 - 50, 1, 8, priority=2), 0, T0 - 40)
     request = Resources.of({"cpu": 4000, "memory": 16 << 30, GPU: 8})
     sim.holds["a2"] = Hold((("c0", (request,)),), T0 + 300, "preempting a1 lets it fit")
-    sim.gangs.preempted_by["b1"] = "PyTorchJob/team-a/a7"
+    sim.gangs.preempted_by["b1"] = "PyTorchJob.kubeflow.org/team-a/a7"
     cases.append(("hold-first", state))
     return cases + elastic_cases()
 
@@ -391,16 +391,18 @@ def test_the_hand_made_corpus_covers_every_decision() -> None:
     assert any("waits for" in i.message for i in plans["block-queue"].waits)
     assert any(isinstance(i, Requeue) for i in plans["reclaim"].intents)
     [for_nodes] = [i for i in plans["reclaim-for-nodes"].intents if isinstance(i, Preempt)]
-    assert [v for v, _ in for_nodes.victims] == ["PyTorchJob/team-a/a2", "PyTorchJob/team-a/a3"]
+    assert [v for v, _ in for_nodes.victims] == [
+        "PyTorchJob.kubeflow.org/team-a/a2", "PyTorchJob.kubeflow.org/team-a/a3"]
     assert "claims the guarantee of root/team-b" in for_nodes.victims[0][1]
     assert [b.job.rsplit("/", 1)[1] for b in plans["fit-and-order"].binds] == ["a2", "a1", "b1"]
     victims = {name: [v for i in plan.intents if isinstance(i, Preempt) for v, _ in i.victims]
                for name, plan in plans.items()}
-    assert victims["priority-preempt"] == ["PyTorchJob/team-a/a1"]
-    assert victims["opportunistic-preempted"] == ["PyTorchJob/team-o/o3", "PyTorchJob/team-o/o1"]
+    assert victims["priority-preempt"] == ["PyTorchJob.kubeflow.org/team-a/a1"]
+    assert victims["opportunistic-preempted"] == [
+        "PyTorchJob.kubeflow.org/team-o/o3", "PyTorchJob.kubeflow.org/team-o/o1"]
     assert not victims["lazy-elsewhere"]
     assert plans["lazy-elsewhere"].binds
-    assert [b.job for b in plans["hold-first"].binds] == ["PyTorchJob/team-a/a2"]
+    assert [b.job for b in plans["hold-first"].binds] == ["PyTorchJob.kubeflow.org/team-a/a2"]
     assert not plans["elastic-sized"].binds
     [sized] = plans["elastic-at-its-min"].binds
     assert sized.shares[0].replicas == (("Worker", 2),)

@@ -15,6 +15,7 @@ from fleet.hub.pass_view import ViewBuilder
 from fleet.kinds import adapter_for
 from planner.intents import Bind, Preempt
 from preemption.model import Pod
+from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup
 from quota.tree import QuotaNode, leaves_by_namespace
@@ -102,7 +103,7 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     [running] = ViewBuilder().running_jobs(cache.snapshot(), {"test": 0},
                                            leaves_by_namespace(tree))
     request = Resources.of({GPU: 2, "cpu": 1000})
-    assert running.key == "PyTorchJob/team/run"
+    assert running.key == "PyTorchJob.kubeflow.org/team/run"
     assert running.pods == (Pod("m1", "n1", request, "master"),
                             Pod("m1", "n2", request, "worker"), Pod("m1", "", request, "worker"))
     assert running.leaf == "root/team"
@@ -144,11 +145,11 @@ def test_an_opportunistic_running_job_holds_no_quota() -> None:
 
 
 def _demand(job: Mapping[str, Any]) -> JobDemand:
-    return adapter_for(job["apiVersion"], job["kind"]).demand(q.job_key(job), job)
+    return adapter_for(job["apiVersion"], job["kind"]).demand(JobKey.of_body(job), job)
 
 
 def test_a_requeued_job_counts_its_starvation_from_when_it_began_to_wait_again() -> None:
-    job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
+    job = pytorchjob("victim", preempted_by="PyTorchJob.kubeflow.org/team/prod")
     assert q.as_quota_job(job, {}, _demand(job)).waiting_since == ""
     job["metadata"]["annotations"][REQUEUED_AT] = "2026-01-01T00:05:00Z"
     quota_job = q.as_quota_job(job, {}, _demand(job))
@@ -158,13 +159,14 @@ def test_a_requeued_job_counts_its_starvation_from_when_it_began_to_wait_again()
 
 
 def test_a_preempted_job_is_marked_so() -> None:
-    job = pytorchjob("victim", preempted_by="PyTorchJob/team/prod")
+    job = pytorchjob("victim", preempted_by="PyTorchJob.kubeflow.org/team/prod")
     view = ViewBuilder().job_view(job, Cache().snapshot(), {}, [], {})
-    assert view.preempted_by == "PyTorchJob/team/prod"  # the planner's Preemptor.preempted
+    # the planner's Preemptor.preempted
+    assert view.preempted_by == "PyTorchJob.kubeflow.org/team/prod"
     status = pv.with_preempted({"conditions": [{"type": "Queuing"}]}, job, "now")
     said = status["conditions"][-1]
     assert (said["type"], said["status"], said["reason"]) == ("Preempted", "True", "Preempted")
-    assert "PyTorchJob/team/prod" in said["message"]
+    assert "PyTorchJob.kubeflow.org/team/prod" in said["message"]
     assert pv.with_preempted({"conditions": []}, pytorchjob("other"), "now") == {
         "conditions": []}
 
@@ -205,7 +207,7 @@ def one_pass(cache: Cache, clusters: list[Any], holds: Any = None, retry_at: Any
     recorder = Recorder()
     writer = Writer(cache, recorder)  # type: ignore[arg-type]
     writer.write([i for i in plan.intents if not isinstance(i, Bind)],
-                 PassContext(snap, now, {q.job_key(j): j for j in jobs}))
+                 PassContext(snap, now, {JobKey.of_body(j): j for j in jobs}))
     return plan, recorder
 
 
@@ -242,11 +244,11 @@ def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> No
     [waiting] = plan.waits
     assert waiting.reason == "Preempting"
     [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
-    assert preempt.job == "PyTorchJob/team/prod"
+    assert preempt.job == "PyTorchJob.kubeflow.org/team/prod"
     [(victim, reason, extra)] = recorder.requeued
     assert victim == "test"
-    assert reason == "preempted by PyTorchJob/team/prod (priority 100 > 0)"
-    assert extra == {w.PREEMPTED_BY: "PyTorchJob/team/prod"}
+    assert reason == "preempted by PyTorchJob.kubeflow.org/team/prod (priority 100 > 0)"
+    assert extra == {w.PREEMPTED_BY: "PyTorchJob.kubeflow.org/team/prod"}
     assert {(n, r) for n, r, _ in recorder.events} == {
         ("test", "Preempted"), ("prod", "Preempting")}
     assert set(plan.holds) == {"uid-prod"}
@@ -265,6 +267,6 @@ def test_a_job_that_fits_elsewhere_preempts_nobody() -> None:
     free = [ClusterView("m2", True, node_groups=(
         NodeGroup(3, Resources.of({GPU: 2, "cpu": 8000}), nodes=("a", "b", "c")),))]
     plan, recorder = one_pass(cache, free)
-    assert [b.job for b in plan.binds] == ["PyTorchJob/team/prod"]  # placed on m2
+    assert [b.job for b in plan.binds] == ["PyTorchJob.kubeflow.org/team/prod"]  # placed on m2
     assert recorder.requeued == []
     assert not plan.holds

@@ -17,6 +17,7 @@ from fleet.kinds import ADAPTERS, adapter_for
 from member_agent.controllers.runtime import KINDS
 from member_agent.fencing import Action, fence_of, judge, member_job
 from propagation.division import ClusterShare
+from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
 
@@ -63,7 +64,7 @@ def test_what_the_hub_writes_on_a_split_copy_is_what_the_agent_reads() -> None:
     assert kind.world(manifest) == {"Master": 1, "Worker": 2}
     assert not kind.is_local(manifest, "Master", 0)
     # and runs it, since a Work of its generation exists
-    key = ("PyTorchJob.kubeflow.org", "team", "train")
+    key = JobKey("PyTorchJob.kubeflow.org/team/train")
     copy_ = member_job(key, {**manifest, "metadata": {**meta, "uid": "member-uid"}},
                        protocol.member_namespace("m2"))
     assert copy_ is not None

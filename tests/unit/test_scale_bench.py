@@ -11,6 +11,7 @@ from e2e.bench.scale import Bindings, job, quantile
 from fleet.clients.kube import Kube
 from fleet.hub import works as w
 from fleet.kinds import adapter_for
+from propagation.jobkey import JobKey
 
 
 def a_work(gpus_per_replica: int = 8) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def test_a_simulated_member_runs_a_work_and_reports_it_as_the_agent_does() -> No
     assert member.sync.work_status(work)["applied"] is True
 
     job_body = work["spec"]["manifests"][0]
-    current, _ = member.state.stores.read(("PyTorchJob.kubeflow.org", "tenant-a", "j"))
+    current, _ = member.state.stores.read(JobKey("PyTorchJob.kubeflow.org/tenant-a/j"))
     assert current is not None
     member.run_pods(current, "Running")
     status = member.sync.work_status(work)
@@ -54,8 +55,7 @@ def test_a_simulated_member_runs_a_work_and_reports_it_as_the_agent_does() -> No
     assert all(p.get("node") for p in status["pods"])
     assert "boundTime" in status
 
-    current, _ = member.state.stores.read(("PyTorchJob.kubeflow.org", "tenant-a",
-                                           job_body["metadata"]["name"]))
+    current, _ = member.state.stores.read(JobKey.of_body(job_body))
     assert current is not None
     member.run_pods(current, "Succeeded")
     assert member.sync.work_status(work)["state"] == "Succeeded"

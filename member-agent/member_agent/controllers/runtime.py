@@ -35,10 +35,10 @@ from member_agent.controllers.reconcile import Decision, check, decide, invalid
 from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
 from member_agent.controllers.t9k_mpi import T9K_MPI
 from member_agent.member_failures import Refusal
+from propagation.jobkey import JobKey, kind_key
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-JobKey = tuple[str, str, str]  # (kind key, namespace, name)
 COMPONENT = "fleet-agent"
 
 KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW, KUBEFLOW_MPI,
@@ -46,13 +46,8 @@ KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW
 FIELD_MANAGER = "fleet-job-controller"
 
 
-def kind_key(api_version: str, kind: str) -> str:
-    return f"{kind}.{api_version.split('/', maxsplit=1)[0] if '/' in api_version else ''}"
-
-
 def key_of(body: Mapping[str, Any]) -> JobKey:
-    meta = body["metadata"]
-    return kind_key(body["apiVersion"], body["kind"]), meta["namespace"], meta["name"]
+    return JobKey.of_body(body)
 
 
 def controller_of(pod: Mapping[str, Any]) -> JobKey | None:
@@ -62,7 +57,7 @@ def controller_of(pod: Mapping[str, Any]) -> JobKey | None:
         if ref.get("controller"):
             key = kind_key(ref.get("apiVersion", ""), ref.get("kind", ""))
             if key in KINDS:
-                return key, meta["namespace"], ref["name"]
+                return JobKey(f"{key}/{meta['namespace']}/{ref['name']}")
     return None
 
 
@@ -306,7 +301,7 @@ class JobController:
         if not self.fence(job, key):
             self.requeue_after(key, 2.0)
             return
-        kind = KINDS[key[0]]
+        kind = KINDS[key.kind_key]
         problem = check(kind, job)
         if problem is not None:  # nothing below may read a spec that cannot be run
             self._carry_out(key, kind, job, invalid(kind, job, [observe(p, kind) for p in pods],
@@ -321,7 +316,7 @@ class JobController:
         if secret is not None:
             self._ensure(r.SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                      "type": "kubernetes.io/ssh-auth",
-                                     "metadata": {"name": secret, "namespace": key[1],
+                                     "metadata": {"name": secret, "namespace": key.namespace,
                                                   "ownerReferences": [owner(job)]},
                                      "data": sshkeys.secret_data()}, job)
         for resource, body in tensorboard.objects(job, owner(job)):
@@ -333,7 +328,7 @@ class JobController:
         self._carry_out(key, kind, job, decision)
 
     def _carry_out(self, key: JobKey, kind: JobKind, job: Body, decision: Decision) -> None:
-        namespace = key[1]
+        namespace = key.namespace
         for resource, body in decision.objects:
             self._apply(resource, body, job)
         for name in decision.delete:
@@ -378,7 +373,7 @@ class JobController:
         for type_, reason, message in decision.events:
             self.events.record(job, reason, message, type=type_)
         if decision.delete_job:
-            self.kube.delete(kind.resource, key[2], key[1], uid=job["metadata"]["uid"])
+            self.kube.delete(kind.resource, key.name, key.namespace, uid=job["metadata"]["uid"])
         elif decision.requeue_after is not None:
             self.requeue_after(key, decision.requeue_after)
 
