@@ -22,51 +22,30 @@ does no I/O; equal inputs give equal decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property, lru_cache
 
 from quota.amounts import MAX_JOBS, Amounts, add
-from quota.priority import is_opportunistic
-from quota.queues import admission_order
-from quota.tree import PlacedNode, QuotaNode, leaves_by_namespace, walk
+from quota.ledger import (
+    Holding,
+    Job,
+    OrderEntry,
+    QuotaLedger,
+    VictimEntry,
+    holdings_of,
+    victim_order,
+)
+from quota.tree import PlacedNode, QuotaNode
 
 DEFAULT_STARVATION_BOUND = 5
+__all__ = ["DEFAULT_STARVATION_BOUND", "AdmissionPass", "Blocker", "Holding", "Job",
+           "Pending", "QueuePolicy", "QuotaLedger", "Verdict", "order_key"]
 
 
 class QueuePolicy(StrEnum):
     PRIORITY = "Priority"
     BLOCK = "Block"
-
-
-@dataclass(frozen=True)
-class Job:
-    key: str  # unique: "<kind>/<namespace>/<name>"
-    namespace: str
-    request: Amounts  # the whole gang: every replica of every role
-    priority: int = 0
-    created: str = ""  # RFC 3339; only compared, never parsed
-    # RFC 3339: when it began to wait again after it ran (preempted, reclaimed, failed over);
-    # jobs admitted while it ran did not pass it over (the starvation count starts here)
-    waiting_since: str = ""
-
-    @cached_property
-    def charge(self) -> dict[str, int]:
-        """What the job counts against quota: its request and one job; nothing for an
-        opportunistic job, which runs on idle capacity only (HiveD's priority −1). Computed
-        once: do not change it."""
-        if is_opportunistic(self.priority):
-            return {}
-        return add(self.request, {MAX_JOBS: 1})
-
-
-@dataclass(frozen=True)
-class Holding:
-    """A job that holds quota now (bound, not finished)."""
-
-    job: Job
-    admitted: str  # RFC 3339 time of admission
 
 
 @dataclass(frozen=True)
@@ -91,51 +70,74 @@ class Verdict:
 
 
 def order_key(job: Job) -> tuple[int, str, str]:
-    return admission_order(job.priority, job.created, job.key)
+    return job.order
 
 
-@dataclass
+@dataclass(frozen=True)
+class Pending:
+    """The jobs waiting for admission, in groups: each group holds jobs of one quota leaf
+    asking for one request, in admission order. The planner hands its classes of waiting
+    jobs over as they are (no sort of every pending job each pass); :meth:`of` groups a
+    plain list."""
+
+    groups: tuple[Sequence[Job], ...] = ()
+
+    @classmethod
+    def of(cls, jobs: Iterable[Job]) -> Pending:
+        by_shape: dict[tuple[str, tuple[tuple[str, int], ...]], list[Job]] = {}
+        for job in jobs:
+            by_shape.setdefault((job.namespace, tuple(sorted(job.request.items()))),
+                                []).append(job)
+        return cls(tuple(sorted(group, key=order_key) for group in by_shape.values()))
+
+    def __iter__(self) -> Iterator[Job]:
+        for group in self.groups:
+            yield from group
+
+
 class AdmissionPass:
-    root: QuotaNode
-    holdings: Sequence[Holding]
-    pending: Sequence[Job]
-    policies: Mapping[str, QueuePolicy] = field(default_factory=dict)  # by leaf path
-    starvation_bound: int = DEFAULT_STARVATION_BOUND
+    """One pass of admission over a :class:`~quota.ledger.QuotaLedger` (or plain holdings)
+    and the pending jobs; what the pass admits or releases is its own (the ledger stays as
+    it was given)."""
 
-    def __post_init__(self) -> None:
-        self._nodes = {p.key: p for p in walk(self.root)}
-        self._rank = {key: i for i, key in enumerate(self._nodes)}  # tree walk order
-        self._paths = {key: self._path_keys(p) for key, p in self._nodes.items()}
-        self._limits = {key: sorted(p.node.max.items()) for key, p in self._nodes.items()}
-        self._leaf_of = leaves_by_namespace(self.root)
-        self._usage: dict[str, dict[str, int]] = {key: {} for key in self._nodes}
-        self._members: dict[str, list[Holding]] = {key: [] for key in self._nodes}
-        # Per leaf, its holdings in preemption order (see _victim_order), kept sorted as
-        # they come and go so that a reclaim never sorts every holding again.
-        self._preemption: dict[str, list[tuple[tuple[object, ...], Holding]]] = {
-            key: [] for key in self._nodes}
-        self._charged = 0  # how many holdings were ever charged: ties keep charge order
-        # Per leaf, its holdings in the admission order of their jobs (starvation counts).
-        self._in_order: dict[str, list[tuple[tuple[tuple[int, str, str], int], Holding]]] = {
-            key: [] for key in self._nodes}
-        self._charge_all(self.holdings)
+    def __init__(self, root: QuotaNode, holdings: Sequence[Holding] | QuotaLedger,
+                 pending: Iterable[Job] | Pending = (),
+                 policies: Mapping[str, QueuePolicy] | None = None,
+                 starvation_bound: int = DEFAULT_STARVATION_BOUND) -> None:
+        self.root = root
+        self.ledger = holdings_of(holdings, root)
+        self.pending = pending if isinstance(pending, Pending) else Pending.of(pending)
+        self.policies = policies or {}
+        self.starvation_bound = starvation_bound
+        tree = self.ledger.tree
+        self._nodes, self._rank, self._paths = tree.nodes, tree.rank, tree.paths
+        self._limits, self._leaf_of = tree.limits, tree.leaf_of
+        self._usage: dict[str, Mapping[str, int]] = {
+            key: self.ledger.usage.get(key, {}) for key in self._nodes}
+        # Per leaf, the ledger's orders, copied the first time this pass changes them.
+        self._victims: dict[str, list[VictimEntry]] = {}
+        self._ordered: dict[str, list[OrderEntry]] = {}
         self._blocked: dict[str, str] = {}  # leaf path -> the job that blocks it
         self._done: set[str] = set()  # jobs admitted in this pass
         # Their victim-order entries, kept out of the search until the next pass (a job
         # bound in a pass is never its victim: the bind and a requeue would race).
-        self._admitted: list[tuple[str, tuple[tuple[object, ...], Holding]]] = []
+        self._admitted: list[tuple[str, VictimEntry]] = []
         self._leaving: set[str] = set()  # jobs a priority preemption of this pass evicts
         self._claim_cache: dict[str, Job] | None = None
         self._shapes: _ShapeIndex | None = None
 
-    def next_pass(self, pending: Sequence[Job]) -> None:
+    @property
+    def holdings(self) -> Sequence[Holding]:
+        return tuple(self.ledger.holdings.values())
+
+    def next_pass(self, pending: Iterable[Job] | Pending) -> None:
         """Start another pass over ``pending`` with the usage this one left (a long-lived
-        engine, as the simulator keeps it, instead of one built from holdings each time)."""
-        self.pending = pending
+        engine, as a test keeps it, instead of one built from holdings each time)."""
+        self.pending = pending if isinstance(pending, Pending) else Pending.of(pending)
         self._blocked.clear()
         self._done.clear()
         for leaf_key, entry in self._admitted:
-            bisect.insort(self._preemption[leaf_key], entry, key=lambda e: e[0])
+            bisect.insort(self._victims_to_change(leaf_key), entry, key=_victim_key)
         self._admitted.clear()
         self._claim_cache = None
         self._shapes = None
@@ -187,7 +189,7 @@ class AdmissionPass:
 
     def admit(self, job: Job, admitted: str) -> None:
         """Record ``job`` as holding quota."""
-        self._charge(Holding(job, admitted), victim=False)
+        self._charge(Holding(job, admitted))
         self._done.add(job.key)
 
     def release(self, victims: Iterable[Holding]) -> None:
@@ -198,6 +200,11 @@ class AdmissionPass:
     def leaving(self, keys: Iterable[str]) -> None:
         """Jobs this pass already evicts (priority preemption): never reclaimed as well."""
         self._leaving.update(keys)
+
+    def blocked(self, job: Job) -> bool:
+        """Whether ``job``'s queue already waits for another of its jobs this pass."""
+        leaf = self.leaf(job)
+        return leaf is not None and self._blocked.get(leaf.key, job.key) != job.key
 
     def wait(self, job: Job) -> None:
         """``job`` was not admitted this pass (quota or capacity): apply its queue's policy."""
@@ -217,11 +224,10 @@ class AdmissionPass:
         leaf = self.leaf(job)
         if leaf is None:
             return 0
-        ordered = self._in_order[leaf.key]  # holdings in admission order of their jobs
+        ordered = self._ordered_of(leaf.key)  # holdings in admission order of their jobs
         since = max(job.created, job.waiting_since)
         count = 0
-        for _, holding in ordered[bisect.bisect_right(ordered, (order_key(job), 1 << 62),
-                                                      key=_order_only):]:
+        for _, holding in ordered[bisect.bisect_right(ordered, job.order, key=_order_key):]:
             if holding.admitted > since:
                 count += 1
                 if count == up_to:
@@ -234,6 +240,24 @@ class AdmissionPass:
         return leaf is not None and bool(job.charge) and self._within_guarantee(leaf, job)
 
     # -- internals ------------------------------------------------------------------------
+    def _victims_of(self, leaf_key: str) -> Sequence[VictimEntry]:
+        found = self._victims.get(leaf_key)
+        return found if found is not None else self.ledger.victims.get(leaf_key, ())
+
+    def _victims_to_change(self, leaf_key: str) -> list[VictimEntry]:
+        if leaf_key not in self._victims:
+            self._victims[leaf_key] = list(self.ledger.victims.get(leaf_key, ()))
+        return self._victims[leaf_key]
+
+    def _ordered_of(self, leaf_key: str) -> Sequence[OrderEntry]:
+        found = self._ordered.get(leaf_key)
+        return found if found is not None else self.ledger.in_order.get(leaf_key, ())
+
+    def _ordered_to_change(self, leaf_key: str) -> list[OrderEntry]:
+        if leaf_key not in self._ordered:
+            self._ordered[leaf_key] = list(self.ledger.in_order.get(leaf_key, ()))
+        return self._ordered[leaf_key]
+
     def _within_guarantee(self, leaf: PlacedNode, job: Job) -> bool:
         """Every resource ``job`` asks for that its leaf guarantees stays within ``min``, and
         it asks for at least one guaranteed resource."""
@@ -258,19 +282,19 @@ class AdmissionPass:
         admission, not O(pending)."""
         if self._claim_cache is None:
             shapes = self._shape_index()
-            found: list[tuple[int, str, Job]] = []
+            found: list[tuple[tuple[int, str, str], str, Job]] = []
             for leaf_key, groups in shapes.groups.items():
                 place = self._nodes[leaf_key]
-                best: tuple[int, Job] | None = None
+                best: Job | None = None
                 for group in groups:
                     head = group.head(self._done)
-                    if head is None or (best is not None and head[0] > best[0]):
+                    if head is None or (best is not None and head.order > best.order):
                         continue
-                    if (self._within_guarantee(place, head[1])
-                            and self._blockers(place, head[1].charge)):
+                    if (self._within_guarantee(place, head)
+                            and self._blockers(place, head.charge)):
                         best = head
                 if best is not None:
-                    found.append((best[0], leaf_key, best[1]))
+                    found.append((best.order, leaf_key, best))
             self._claim_cache = {leaf_key: job for _, leaf_key, job in sorted(found)}
         return self._claim_cache
 
@@ -279,52 +303,19 @@ class AdmissionPass:
             self._shapes = _ShapeIndex.build(self.pending, self._leaf_of)
         return self._shapes
 
-    def _path_keys(self, leaf: PlacedNode) -> list[str]:
-        return ["/".join(p) for p in (leaf.path, *leaf.ancestors)]
-
-    def _charge(self, holding: Holding, *, victim: bool = True) -> None:
+    def _charge(self, holding: Holding) -> None:
+        """A job admitted in this pass."""
         leaf = self.leaf(holding.job)
         self._claim_cache = None
         if leaf is None:
             return
         for key in self._paths[leaf.key]:
             self._usage[key] = add(self._usage[key], holding.job.charge)
-        self._members[leaf.key].append(holding)
-        self._charged += 1
-        if holding.job.charge:  # reclaiming a job that holds no quota returns none
-            entry = (_victim_order(holding, self._rank[leaf.key], self._charged), holding)
-            if victim:
-                bisect.insort(self._preemption[leaf.key], entry, key=lambda e: e[0])
-            else:
-                self._admitted.append((leaf.key, entry))
-        bisect.insort(self._in_order[leaf.key], ((order_key(holding.job), self._charged),
-                                                 holding), key=_order_only)
-
-    def _charge_all(self, holdings: Iterable[Holding]) -> None:
-        """:meth:`_charge` for every holding, the per-leaf orders sorted once at the end
-        (equal to inserting one at a time: the charge count makes every key unique)."""
-        totals: dict[str, dict[str, int]] = {}
-        for holding in holdings:
-            leaf = self.leaf(holding.job)
-            if leaf is None:
-                continue
-            total = totals.setdefault(leaf.key, {})
-            for resource, amount in holding.job.charge.items():
-                total[resource] = total.get(resource, 0) + amount
-            self._members[leaf.key].append(holding)
-            self._charged += 1
-            if holding.job.charge:
-                self._preemption[leaf.key].append(
-                    (_victim_order(holding, self._rank[leaf.key], self._charged), holding))
-            self._in_order[leaf.key].append(((order_key(holding.job), self._charged), holding))
-        for leaf_key, total in totals.items():
-            for key in self._paths[leaf_key]:
-                self._usage[key] = add(self._usage[key], total)
-        for entries in self._preemption.values():
-            entries.sort(key=lambda e: e[0])
-        for ordered in self._in_order.values():
-            ordered.sort(key=_order_only)
-        self._claim_cache = None
+        if holding.job.charge:
+            self._admitted.append(
+                (leaf.key, (victim_order(holding, self._rank[leaf.key]), holding)))
+        bisect.insort(self._ordered_to_change(leaf.key), (holding.job.order, holding),
+                      key=_order_key)
 
     def _release(self, holding: Holding) -> None:
         leaf = self.leaf(holding.job)
@@ -334,13 +325,12 @@ class AdmissionPass:
         negative = {k: -v for k, v in holding.job.charge.items()}
         for key in self._paths[leaf.key]:
             self._usage[key] = add(self._usage[key], negative)
-        self._members[leaf.key] = [h for h in self._members[leaf.key]
-                                   if h.job.key != holding.job.key]
-        self._preemption[leaf.key] = [e for e in self._preemption[leaf.key]
-                                      if e[1].job.key != holding.job.key]
-        self._admitted = [e for e in self._admitted if e[1][1].job.key != holding.job.key]
-        self._in_order[leaf.key] = [e for e in self._in_order[leaf.key]
-                                    if e[1].job.key != holding.job.key]
+        going = holding.job.key
+        victims = self._victims_to_change(leaf.key)
+        victims[:] = [e for e in victims if e[1].job.key != going]
+        self._admitted = [e for e in self._admitted if e[1][1].job.key != going]
+        ordered = self._ordered_to_change(leaf.key)
+        ordered[:] = [e for e in ordered if e[1].job.key != going]
 
     def _blockers(self, leaf: PlacedNode, charge: Amounts,
                   usage: Mapping[str, Mapping[str, int]] | None = None) -> tuple[Blocker, ...]:
@@ -370,16 +360,17 @@ class AdmissionPass:
         # below its min as victims go, never rises above it, so each leaf's holdings are
         # walked once: the next victim is the first of the heads of the leaves still above.
         usage = dict(self._usage)  # usage maps are replaced, never changed in place
-        heads = {key: 0 for key, entries in self._preemption.items()
-                 if entries and key != leaf.key and self._nodes[key].node.is_leaf}
+        lists = {key: self._victims_of(key) for key in self.ledger.tree.leaves
+                 if key != leaf.key}
+        heads = {key: 0 for key, entries in lists.items() if entries}
         victims: list[Holding] = []
         while self._blockers(leaf, job.charge, usage):
-            above = [(self._preemption[key][i][0], key) for key, i in heads.items()
-                     if i < len(self._preemption[key]) and self._above_min(key, usage)]
+            above = [(lists[key][i][0], key) for key, i in heads.items()
+                     if i < len(lists[key]) and self._above_min(key, usage)]
             if not above:
                 return ()
             _, other = min(above)
-            victim = self._preemption[other][heads[other]][1]
+            victim = lists[other][heads[other]][1]
             heads[other] += 1
             if victim.job.key in self._leaving:
                 continue  # evicted in this very pass: a requeue would race
@@ -394,49 +385,51 @@ class AdmissionPass:
         return any(used.get(r, 0) > minimum.get(r, 0) for r in used if r != MAX_JOBS)
 
 
-def _order_only(entry: tuple[tuple[tuple[int, str, str], int], Holding]
-                ) -> tuple[tuple[int, str, str], int]:
+def _order_key(entry: OrderEntry) -> tuple[int, str, str]:
     return entry[0]
 
 
-def _victim_order(holding: Holding, leaf_rank: int, charged: int) -> tuple[object, ...]:
-    """Preemption order: lowest priority first, then the most recently admitted, then key;
-    equal ones in tree order of their leaves, then in the order they were charged."""
-    return (holding.job.priority, _desc(holding.admitted), holding.job.key, leaf_rank, charged)
-
-
-@lru_cache(maxsize=4096)  # admissions of a pass share one time stamp
-def _desc(text: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in text)
+def _victim_key(entry: VictimEntry) -> tuple[object, ...]:
+    return entry[0]
 
 
 @dataclass
 class _ShapeGroup:
-    """Pending jobs of one leaf with one request, in admission order."""
+    """Pending jobs of one leaf with one request: one or more groups of the pending jobs,
+    each in admission order, read from the front."""
 
-    jobs: list[tuple[int, Job]]  # (position in the admission order, job)
-    next: int = 0  # jobs before it are admitted
+    groups: list[Sequence[Job]]
+    next: list[int] = field(default_factory=list)  # per group: jobs before it are admitted
 
-    def head(self, done: set[str]) -> tuple[int, Job] | None:
+    def head(self, done: set[str]) -> Job | None:
         """The earliest job not admitted in this pass (admissions only add to ``done``)."""
-        while self.next < len(self.jobs) and self.jobs[self.next][1].key in done:
-            self.next += 1
-        return self.jobs[self.next] if self.next < len(self.jobs) else None
+        if not self.next:
+            self.next = [0] * len(self.groups)
+        best: Job | None = None
+        for i, group in enumerate(self.groups):
+            while self.next[i] < len(group) and group[self.next[i]].key in done:
+                self.next[i] += 1
+            if self.next[i] < len(group) and (best is None
+                                               or group[self.next[i]].order < best.order):
+                best = group[self.next[i]]
+        return best
 
 
 @dataclass
 class _ShapeIndex:
-    pending: Sequence[Job]
+    pending: Pending
     groups: dict[str, list[_ShapeGroup]]  # by leaf path
 
     @classmethod
-    def build(cls, pending: Sequence[Job], leaf_of: Mapping[str, PlacedNode]) -> _ShapeIndex:
+    def build(cls, pending: Pending, leaf_of: Mapping[str, PlacedNode]) -> _ShapeIndex:
         by_leaf: dict[str, dict[tuple[tuple[str, int], ...], _ShapeGroup]] = {}
-        for position, job in enumerate(sorted(pending, key=order_key)):
-            place = leaf_of.get(job.namespace)
+        for group in pending.groups:
+            if not group:
+                continue
+            place = leaf_of.get(group[0].namespace)
             if place is None:
                 continue
-            shape = tuple(sorted(job.request.items()))
-            group = by_leaf.setdefault(place.key, {}).setdefault(shape, _ShapeGroup([]))
-            group.jobs.append((position, job))
+            shape = tuple(sorted(group[0].request.items()))
+            by_leaf.setdefault(place.key, {}).setdefault(shape, _ShapeGroup([])).groups.append(
+                group)
         return cls(pending, {k: list(v.values()) for k, v in by_leaf.items()})
