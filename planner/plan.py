@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from planner.bound import settle
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
-from planner.view import Hold, PassView, Reservation, Stage
+from planner.view import Hold, PassView, Reservation
+from planner.waiting import Waiting
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class Plan:
     retry_at: Mapping[str, float] = field(default_factory=dict)
     # Backfill: the reservation made, for the next pass's view.
     reservations: Mapping[str, Reservation] = field(default_factory=dict)
+    # The jobs still waiting, by class, with the classes parked: for the next pass's view.
+    waiting: Waiting = field(default_factory=Waiting)
 
     def __iter__(self) -> Iterator[Intent]:
         return iter(self.intents)
@@ -41,13 +44,16 @@ class Plan:
         return next((i for i in self.intents if isinstance(i, QueueReport)), None)
 
 
-def plan_pass(view: PassView) -> Plan:
+def plan_pass(view: PassView, *, singletons: bool = False) -> Plan:
     """Placed jobs first (in the view's order: Works to complete, to remove, failovers,
-    expiries), then the unbound ones decided in admission order (preemptions and bindings),
-    the queues' state, and why each unplaced job waits."""
+    expiries), then the waiting ones decided in admission order (preemptions and bindings):
+    those the view carries from the last pass (``view.waiting``) with those of its jobs
+    that changed, the queues' state, and why the jobs decided or new wait. With
+    ``singletons``, every waiting job is decided on its own (no classes, nothing parked):
+    the plan the classes are tested against."""
     intents: list[Intent] = []
     for job in view.jobs:
         intents += settle(job, view)
-    decided = decide([j for j in view.jobs if j.stage is Stage.WAITING], view)
+    decided = decide(view.jobs, view, view.waiting, view.gone, singletons=singletons)
     return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at,
-                decided.reservations)
+                decided.reservations, decided.waiting)

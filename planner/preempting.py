@@ -8,7 +8,7 @@ with the view and goes out with the plan; times are the view's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
@@ -56,10 +56,12 @@ class PreemptionPass:
     gone: set[str] = field(default_factory=set)  # requeued earlier in this pass (reclaim)
 
     @classmethod
-    def start(cls, view: PassView, waiting: Sequence[JobView]) -> PreemptionPass | None:
+    def start(cls, view: PassView, waiting: Collection[str]) -> PreemptionPass | None:
+        """The pass's preemption, keeping the state the last pass left for the jobs that
+        still wait (``waiting``: their uids)."""
         if view.preemption is None:
             return None
-        uids = {j.uid for j in waiting}
+        uids = waiting
         p = view.preemption
         return cls(p, view.now, view.now_text,
                    {uid: h for uid, h in p.holds.items() if uid in uids},
@@ -69,6 +71,13 @@ class PreemptionPass:
     def opportunistic_running(self) -> bool:
         """Whether an opportunistic job runs: all that a job itself preempted may take."""
         return any(is_opportunistic(r.priority) for r in self.view.running)
+
+    def may_plan(self, job: JobView, admission: AdmissionPass | None) -> bool:
+        """Whether ``job`` may preempt at all: above the lowest priority, or a queued
+        guaranteed job within its tenant's guarantee (it may take its nodes back)."""
+        return job.priority > self.view.floor or (
+            admission is not None and job.quota is not None
+            and not is_opportunistic(job.priority) and admission.within_guarantee(job.quota))
 
     def first(self, job: JobView) -> bool:
         """A preemptor holding freed capacity decides first, so nobody else takes it."""

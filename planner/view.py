@@ -11,15 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from preemption.model import Pod, Running
 from propagation.division import ClusterShare
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, PlacementRules
 from quota.cells import Cells
-from quota.engine import DEFAULT_STARVATION_BOUND, Holding, Job, QueuePolicy
+from quota.engine import DEFAULT_STARVATION_BOUND, Holding, Job, QueuePolicy, QuotaLedger
 from quota.queues import admission_order
 from quota.tree import QuotaNode
+
+if TYPE_CHECKING:  # (it reads JobView, below)
+    from planner.waiting import Waiting
 
 
 class Stage(StrEnum):
@@ -129,9 +133,11 @@ class QuotaView:
     """The active ElasticQuotaTree and who holds quota under it."""
 
     root: QuotaNode
-    holdings: tuple[Holding, ...]
+    holdings: tuple[Holding, ...] = ()
     policies: Mapping[str, QueuePolicy] = field(default_factory=dict)  # by leaf path
     starvation_bound: int = DEFAULT_STARVATION_BOUND
+    # The holdings as a ledger carried from pass to pass (instead of ``holdings``).
+    ledger: QuotaLedger | None = None
 
 
 @dataclass(frozen=True)
@@ -194,16 +200,11 @@ class Reservation:
 class PassView:
     now: float  # seconds since the epoch
     now_text: str  # ``now`` as the stamps the hub writes (admitted-at)
-    jobs: tuple[JobView, ...]  # the jobs to look at this pass, in creation order
+    jobs: tuple[JobView, ...]  # the jobs to look at this pass (the changed ones, at least)
     clusters: Mapping[str, ClusterView]  # as reported: readiness, staleness
     capacity: Mapping[str, ClusterView]  # free capacity less assumed reservations
     lost_since: Mapping[str, float] = field(default_factory=dict)  # member -> lost since
     quota: QuotaView | None = None
-    # Stop looking at a queue after this many of its jobs in a row stay unplaced (0: look
-    # at all): a bound on a pass's cost, counted per quota queue so that the jobs one
-    # tenant cannot place never hide another tenant's (its jobs outside every queue
-    # count as one queue).
-    scan_window: int = 0
     preemption: PreemptionView | None = None  # None: no priority preemption
     # Running jobs with a known end, for backfill: the first gang that does not fit gets a
     # reservation from the time enough of them end. Empty: no reservation, no backfill.
@@ -217,3 +218,8 @@ class PassView:
     # its tenant's cells in each share (its pods prefer them), and a claim within a
     # guarantee takes back other tenants' jobs there.
     cells: Cells = field(default_factory=Cells)
+    # The waiting jobs the last pass left (``Plan.waiting``; None: every waiting job is in
+    # ``jobs``), and the uids of jobs deleted since.
+    waiting: Waiting | None = None
+    gone: tuple[str, ...] = ()
+    report_queues: bool = True  # the plan ends with a QueueReport

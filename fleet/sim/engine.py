@@ -51,8 +51,6 @@ from quota.tree import QuotaNode, leaves_by_namespace
 
 __all__ = ["GPU", "Event", "Outcome", "Running", "Scenario", "Simulation", "node_name"]
 RACK_SIZE = 8  # nodes per rack, with a topology scenario
-SCAN_WINDOW = 50  # a pass stops looking at a tenant's queue after this many of its gangs in a
-# row wait (bounds its cost; per queue, so one tenant's waiting gangs never hide another's)
 MAX_PASSES_AT_ONCE = 8  # passes at one instant (each preemption frees quota for the next)
 
 
@@ -328,7 +326,7 @@ class Simulation:
             preemption = PreemptionView(victims, self.floor, self.holds, self.retry_at)
         return PassView(now, self.time_text(now), jobs, members, members,
                         quota=QuotaView(self.tree, holdings, self.queue_policies),
-                        scan_window=SCAN_WINDOW, preemption=preemption,
+                        preemption=preemption,
                         timed=self.timed(running) if self.scenario.backfill else (),
                         cells=self.members.cells)
 

@@ -263,10 +263,11 @@ def test_no_plan_is_retried_only_after_the_retry_time_and_the_lowest_never_preem
     assert preempted.retry_at == {"high": NOW + 5}  # no walk over the running jobs meanwhile
 
 
-def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() -> None:
-    """A pass that stops looking after ``scan_window`` unplaced jobs in a row stops per quota
-    queue: a tenant whose higher-priority jobs cannot be placed (its max reached) leaves
-    another tenant's job within its guarantee decided in the same pass."""
+def test_a_class_that_does_not_fit_is_decided_once_and_hides_no_other_tenant() -> None:
+    """Jobs alike (one quota leaf, request, priority, policy) are one class: a pass decides
+    its first job and stops there when it does not fit, so a tenant whose many jobs are
+    beyond its max costs one decision, every one of them says why it waits, and another
+    tenant's job behind them in order is placed in the same pass."""
     root = QuotaNode("root", {GPU: 16}, {GPU: 16}, children=(
         QuotaNode("a", {GPU: 8}, {GPU: 8}, ("team-a",)),
         QuotaNode("b", {GPU: 8}, {GPU: 8}, ("team-b",))))
@@ -279,15 +280,15 @@ def test_the_scan_window_counts_per_queue_so_one_tenant_never_hides_another() ->
                        quota=Job(key, namespace, {GPU: gpus}, priority, f"t-{name}"),
                        priority=priority)
 
-    over = [queued("team-a", f"a{i}", 16, 5) for i in range(4)]  # beyond team-a's max
+    over = [queued("team-a", f"a{i}", 16, 5) for i in range(40)]  # beyond team-a's max
     low = queued("team-b", "b1", 4, 0)  # within team-b's guarantee, behind them in order
-    base = view(*over, low)
-    plan = plan_pass(replace(base, quota=QuotaView(root, ()), scan_window=3))
+    plan = plan_pass(replace(view(*over, low), quota=QuotaView(root, ())))
     assert [b.job for b in plan.binds] == ["PyTorchJob/team-b/b1"]
-    # team-a's queue was looked at up to the window only
-    assert sorted(w.job.rsplit("/", 1)[1] for w in plan.waits) == ["a0", "a1", "a2"]
-    assert [b.job for b in plan_pass(replace(base, quota=QuotaView(root, ()))).binds] == [
-        "PyTorchJob/team-b/b1"]
+    assert len({w.job for w in plan.waits}) == 40
+    assert {w.reason for w in plan.waits} == {"QuotaExceeded"}
+    assert [w.position for w in sorted(plan.waits, key=lambda w: w.position)][:3] == [1, 2, 3]
+    [cls] = plan.waiting.classes.values()
+    assert len(cls) == 40
 
 
 EIGHT_GPUS = Resources.of({GPU: 8})

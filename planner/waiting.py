@@ -1,0 +1,171 @@
+"""The waiting jobs, carried from one pass to the next in classes of equals.
+
+Jobs that fit or do not fit alike form one *class* (:func:`class_of`): the same quota leaf
+and request, priority, demand (roles, requests, node requirements, topology), governing
+policy, members to avoid, runtime and elastic range. Within a pass what is free only
+shrinks as jobs are bound (and quota only fills, but for a reclaim, which the pass
+accounts for), so once a class's first waiting job does not fit, none behind it can
+either: a pass decides each class's jobs in order and stops at its first that waits; the
+ones behind it wait with its reason (Kueue's scheduling equivalence hashing does the same).
+
+A class whose head did not fit for want of capacity is *parked*: later passes do not look
+at it until something that could let it fit happens (:mod:`planner.waking`: capacity freed
+on a member it may use, a member ready or new, its own time), as kube-scheduler parks an
+unschedulable pod until a cluster event its queueing hints say may make it schedulable,
+and Kueue requeues inadmissible workloads when their cohort frees quota. A job that waits
+for quota is not parked: its check costs microseconds, not a division over every member.
+Each parked class is looked at again at least every :data:`LOOK_AGAIN_SECONDS` whatever
+happened (kube-scheduler flushes its unschedulable pods likewise).
+
+A parked class keeps its place in its queue: its head still blocks a Block queue, and
+still counts towards its Priority queue's starvation bound, at its place in the order.
+
+The structure is frozen: a pass returns the next :class:`Waiting` in its plan and the next
+view brings it back, as the hub's shell and the simulator carry it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from planner.intents import Wait
+from planner.view import JobView, Stage
+from propagation.views import ClusterView
+
+ClassKey = tuple[object, ...]
+LOOK_AGAIN_SECONDS = 60.0
+
+
+def class_of(job: JobView) -> ClassKey:
+    """Everything a waiting job's fit depends on but its name and age. A job that holds
+    capacity freed for it, or whose reservation was rolled back, is a class of its own."""
+    demand, quota = job.demand, job.quota
+    return (
+        job.invalid, job.policy,
+        (demand.roles, demand.topology) if demand is not None else None,
+        (quota.namespace, tuple(sorted(quota.request.items())), quota.waiting_since)
+        if quota is not None else None,
+        job.priority, bool(job.preempted_by), job.avoid, job.runtime, job.elastic,
+        job.uid if job.reserve_retry_at is not None else None,
+    )
+
+
+def _order(job: JobView) -> tuple[int, str, str]:
+    return job.order
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A class whose head did not fit: why, and what may let it fit."""
+
+    head: str  # the head's uid when it was parked
+    wait: Wait
+    members: frozenset[str]  # capacity freed on one of these wakes it
+    since: float  # when it was parked (it is looked at again LOOK_AGAIN_SECONDS later)
+    at: float | None = None  # and at this time (a preemption to plan again, a back-off)
+
+    def wakes(self, now: float, freed: frozenset[str]) -> bool:
+        return bool(self.members & freed) or now >= self.since + LOOK_AGAIN_SECONDS or (
+            self.at is not None and now >= self.at)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The waiting jobs by class, each class in decision order; the parked classes; and the
+    members' capacity as the pass that made it left them (what frees is told from it)."""
+
+    classes: Mapping[ClassKey, tuple[JobView, ...]] = field(default_factory=dict)
+    of: Mapping[str, ClassKey] = field(default_factory=dict)  # uid -> its class
+    parked: Mapping[ClassKey, Parked] = field(default_factory=dict)
+    capacity: Mapping[str, ClusterView] | None = None  # None: nothing seen yet
+    said: Mapping[ClassKey, Wait] = field(default_factory=dict)  # why each class last waited
+
+    def __len__(self) -> int:
+        return len(self.of)
+
+    def jobs(self) -> Iterable[JobView]:
+        for jobs in self.classes.values():
+            yield from jobs
+
+    def changed(self, jobs: Iterable[JobView], gone: Iterable[str] = (), *,
+                singletons: bool = False) -> Waiting:
+        """With ``jobs`` as they are now (those no longer waiting leave) and ``gone`` (uids
+        of jobs deleted) left out. A parked class stays parked while its head is the same
+        job: jobs that join it behind the head cannot fit either. With ``singletons``, each
+        job is a class of its own."""
+        classes: dict[ClassKey, list[JobView] | tuple[JobView, ...]] = dict(self.classes)
+        of = dict(self.of)
+        touched: set[ClassKey] = set()
+
+        def own(key: ClassKey) -> list[JobView]:
+            found = classes.get(key, ())
+            if key not in touched:
+                found = list(found)
+                classes[key] = found
+                touched.add(key)
+            assert isinstance(found, list)
+            return found
+
+        def leave(uid: str) -> None:
+            key = of.pop(uid, None)
+            if key is None:
+                return
+            members = own(key)
+            at = next((i for i, j in enumerate(members) if j.uid == uid), None)
+            if at is not None:
+                del members[at]
+
+        for uid in gone:
+            leave(uid)
+        for job in jobs:
+            leave(job.uid)
+            if job.stage is not Stage.WAITING:
+                continue
+            key = ("job", job.uid) if singletons else class_of(job)
+            of[job.uid] = key
+            bisect.insort(own(key), job, key=_order)
+        kept = {k: tuple(v) for k, v in classes.items() if v}
+        parked = {k: p for k, p in self.parked.items()
+                  if k in kept and kept[k][0].uid == p.head}
+        return Waiting(kept, of, parked, self.capacity,
+                       {k: w for k, w in self.said.items() if k in kept})
+
+    def position(self, job: JobView, leaf_of: Mapping[str, str]) -> int:
+        """``job``'s place among the waiting jobs of its quota leaf (``leaf_of``: a
+        namespace's leaf), 1 for the first."""
+        leaf = leaf_of.get(job.namespace)
+        ahead = 0
+        for jobs in self.classes.values():
+            if jobs and jobs[0].quota is not None and leaf_of.get(jobs[0].namespace) == leaf:
+                ahead += bisect.bisect_left(jobs, job.order, key=_order)
+        return ahead + 1
+
+    def by_leaf(self, leaf_of: Mapping[str, str]) -> dict[str, list[JobView]]:
+        """Each quota leaf's waiting jobs in order (a queue report's)."""
+        out: dict[str, list[JobView]] = {}
+        for members in self.classes.values():
+            if members and members[0].quota is not None:
+                leaf = leaf_of.get(members[0].namespace)
+                if leaf is not None:
+                    out.setdefault(leaf, []).extend(members)
+        for queued in out.values():
+            queued.sort(key=_order)
+        return out
+
+
+def heads(waiting: Waiting) -> list[tuple[tuple[int, str, str], ClassKey]]:
+    """Each class's first job's order, with the class: a pass takes them in this order."""
+    return sorted((jobs[0].order, key) for key, jobs in waiting.classes.items() if jobs)
+
+
+def after(jobs: Sequence[JobView], job: JobView) -> JobView | None:
+    """The job behind ``job`` in its class."""
+    at = bisect.bisect_right(jobs, job.order, key=_order)
+    return jobs[at] if at < len(jobs) else None
+
+
+def at(jobs: Sequence[JobView], order: tuple[int, str, str]) -> JobView:
+    """The job of ``order`` in its class."""
+    return jobs[bisect.bisect_left(jobs, order, key=_order)]
