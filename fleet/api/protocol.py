@@ -209,6 +209,12 @@ def member_namespace(cluster: str) -> str:
     return f"{MEMBER_NAMESPACE_PREFIX}{cluster}"
 
 
+def cluster_of_namespace(namespace: str) -> str:
+    """The member whose namespace on the hub ``namespace`` is ("" for any other)."""
+    return namespace.removeprefix(MEMBER_NAMESPACE_PREFIX) \
+        if namespace.startswith(MEMBER_NAMESPACE_PREFIX) else ""
+
+
 def _annotations(meta: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta.get("annotations") or {}
 

@@ -11,12 +11,11 @@ this pass's (the cache keeps Works in arrival order, so new ones are appended).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleet.api import protocol
-from fleet.hub.cache import Snapshot
+from fleet.hub.cache import Key, Snapshot
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from propagation.fit import Domain
@@ -48,58 +47,118 @@ def share_batches(work: Mapping[str, Any]) -> Batches:
             for role in demand.roles]
 
 
-def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
-    """Per cluster, the live Works whose pods the member's last capacity report does not yet
-    count: not bound when it was taken, and not among the Works it reserves nodes for, or
-    resized since (what it reserved, or saw bound, was the old share)."""
-    observed: dict[str, datetime | None] = {}
-    held: set[tuple[str, str]] = set()  # (cluster, Work) the member's report holds nodes for
-    for body in snap.clusters.values():
-        capacity = (body.get("status") or {}).get("capacity") or {}
-        observed[body["metadata"]["name"]] = parse_time(capacity.get("observedTime"))
-        held |= {(body["metadata"]["name"], w) for w in capacity.get("reservedFor") or []}
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for work in snap.works.values():
-        if protocol.work_state(work) in ("Succeeded", "Failed") or work["metadata"].get(
-                "deletionTimestamp"):
+def unreported(cluster: Mapping[str, Any] | None, works: Iterable[Mapping[str, Any]]
+               ) -> list[Mapping[str, Any]]:
+    """The live ``works`` of one member whose pods its last capacity report (``cluster``)
+    does not yet count: not bound when it was taken, and not among the Works it reserves
+    nodes for, or resized since (what it reserved, or saw bound, was the old share)."""
+    capacity = ((cluster or {}).get("status") or {}).get("capacity") or {}
+    seen = parse_time(capacity.get("observedTime"))
+    held = set(capacity.get("reservedFor") or [])
+    out = []
+    for work in works:
+        if not _live(work):
             continue
-        cluster = work["spec"]["placement"]["cluster"]
-        bound, seen = parse_time(protocol.bound_time(work)), observed.get(cluster)
+        bound = parse_time(protocol.bound_time(work))
         resized = parse_time((work["metadata"].get("annotations") or {}).get(
             protocol.RESIZED_AT))
         if resized is None or (seen is not None and seen >= resized):
-            if (cluster, work["metadata"]["name"]) in held:
+            if work["metadata"]["name"] in held:
                 continue
             if bound is not None and seen is not None and seen >= bound and (
                     resized is None or bound >= resized):  # a resized share: bound again
                 continue
-        out.setdefault(cluster, []).append(work)
+        out.append(work)
     return out
 
 
+def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
+    """Per cluster, its live Works whose pods its last capacity report does not yet count
+    (:func:`unreported`)."""
+    by_cluster: dict[str, list[Mapping[str, Any]]] = {}
+    for work in snap.works.values():
+        by_cluster.setdefault(work["spec"]["placement"]["cluster"], []).append(work)
+    bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
+    out = {}
+    for cluster, works in by_cluster.items():
+        found = unreported(bodies.get(cluster), works)
+        if found:
+            out[cluster] = found
+    return out
+
+
+def _live(work: Mapping[str, Any]) -> bool:
+    return protocol.work_state(work) not in ("Succeeded", "Failed") and \
+        not work["metadata"].get("deletionTimestamp")
+
+
 class AssumedCapacity:
-    """Cluster views with unreported Works taken out, reusing the last pass's work."""
+    """Cluster views with unreported Works taken out, reusing the last pass's work: each
+    member's unreported Works are found again only when its Works or its report changed."""
 
     def __init__(self) -> None:
         self._requests: dict[tuple[str, int], Batches] = {}
         self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
+        self._works: dict[str, dict[Key, Mapping[str, Any]]] = {}  # cluster -> its Works
+        self._where: dict[Key, str] = {}  # Work -> its cluster
+        self._unreported: dict[str, list[Mapping[str, Any]]] = {}
+        self._dirty: set[str] | None = None  # None: everything
+
+    def changed(self, snap: Snapshot, works: Iterable[Key], clusters: Iterable[str]) -> None:
+        """These Works and members changed since the last pass."""
+        if self._dirty is None:
+            return
+        for key in works:
+            body = snap.works.get(key)
+            cluster = body["spec"]["placement"]["cluster"] if body is not None else None
+            before = self._where.get(key)
+            if before is not None and before != cluster:
+                self._works.get(before, {}).pop(key, None)
+                self._dirty.add(before)
+            if body is None or cluster is None:
+                self._where.pop(key, None)
+                continue
+            self._works.setdefault(cluster, {})[key] = body  # (in place: order is kept)
+            self._where[key] = cluster
+            self._dirty.add(cluster)
+        self._dirty.update(clusters)
 
     def views(self, clusters: Sequence[ClusterView], snap: Snapshot,
               inflight: Mapping[str, Sequence[Resources]]) -> dict[str, ClusterView]:
         """Each cluster's view less its unreported Works and then its ``inflight`` requests
         (decided this or an earlier pass, Works not yet in the cache)."""
-        unreported = unreported_works(snap)
-        live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
-                for works in unreported.values() for w in works}
-        self._requests = {k: v for k, v in self._requests.items() if k in live}
+        self._refresh(snap)
         out = {}
         for cluster in clusters:
-            shares = [s for w in unreported.get(cluster.name, []) for s in self._share(w)]
+            shares = [s for w in self._unreported.get(cluster.name, []) for s in self._share(w)]
             view = self._with_shares(cluster, shares)
             out[cluster.name] = with_assumed(view, list(inflight.get(cluster.name, [])))
         self._views = {k: v for k, v in self._views.items() if k in out}
         return out
 
+    def _refresh(self, snap: Snapshot) -> None:
+        if self._dirty is None:  # the first pass: every Work
+            self._works, self._where = {}, {}
+            for key, work in snap.works.items():
+                cluster = work["spec"]["placement"]["cluster"]
+                self._works.setdefault(cluster, {})[key] = work
+                self._where[key] = cluster
+            self._dirty = set(self._works) | {b["metadata"]["name"]
+                                              for b in snap.clusters.values()}
+        if not self._dirty:
+            return
+        bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
+        for cluster in self._dirty:
+            works = self._works.get(cluster, {})
+            found = unreported(bodies.get(cluster), works.values())
+            if found:
+                self._unreported[cluster] = found
+            else:
+                self._unreported.pop(cluster, None)
+        live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
+                for ws in self._unreported.values() for w in ws}
+        self._requests = {k: v for k, v in self._requests.items() if k in live}
+        self._dirty = set()
     def _share(self, work: Mapping[str, Any]) -> list[Share]:
         """A Work's share, a part per set of domains its roles keep to (one for most)."""
         meta = work["metadata"]

@@ -82,31 +82,32 @@ def counted(pods: Sequence[Pod], usage: dict[tuple[str, str], dict[str, int]]) -
     return out
 
 
+def timed_job(job: Mapping[str, Any], snap: Snapshot) -> TimedJob | None:
+    """A bound, unfinished job that is not going away and whose runtime is known, with the
+    pods its members report (a job with a malformed runtime counts as unknown)."""
+    meta = job["metadata"]
+    annotations = meta.get("annotations") or {}
+    if meta.get("deletionTimestamp") or REQUEUE in annotations or \
+            annotations.get(PLACEMENT) in (None, "", "[]"):
+        return None
+    if not declares_runtime(job):  # most jobs: a walk of dict lookups
+        return None
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    try:
+        runtime = runtime_of(job, adapter)
+    except InvalidJob:
+        return None
+    started = started_at(job)
+    if runtime is None or started is None or adapter.is_finished(job):
+        return None
+    return TimedJob(JobKey.of_body(job), started, float(runtime),
+                    tuple(pods_of(snap.works_of(meta["uid"]), adapter)))
+
+
 def timed_jobs(snap: Snapshot) -> tuple[TimedJob, ...]:
-    """Bound, unfinished jobs that are not going away and whose runtime is known, with the
-    pods their members report and still count in use (a job with a malformed runtime counts
-    as unknown)."""
+    """Every running job of known runtime (:func:`timed_job`), with the pods their nodes
+    still count in use."""
     usage = node_usage(snap)
-    out = []
-    for job in snap.jobs.values():
-        meta = job["metadata"]
-        annotations = meta.get("annotations") or {}
-        if meta.get("deletionTimestamp") or REQUEUE in annotations or \
-                annotations.get(PLACEMENT) in (None, "", "[]"):
-            continue
-        if not declares_runtime(job):  # most jobs: a walk of dict lookups, every pass
-            continue
-        adapter = adapter_for(job["apiVersion"], job["kind"])
-        try:
-            runtime = runtime_of(job, adapter)
-        except InvalidJob:
-            continue
-        if runtime is None:  # most jobs: nothing more to read
-            continue
-        started = started_at(job)
-        if started is None or adapter.is_finished(job):
-            continue
-        out.append(TimedJob(JobKey.of_body(job), started, float(runtime),
-                            tuple(pods_of(snap.works_of(meta["uid"]), adapter))))
+    found = [t for job in snap.jobs.values() if (t := timed_job(job, snap)) is not None]
     return tuple(replace(t, pods=tuple(counted(t.pods, usage)))
-                 for t in sorted(out, key=lambda t: t.key))
+                 for t in sorted(found, key=lambda t: t.key))

@@ -6,7 +6,6 @@ event arriving mid-pass cannot change the inputs of a decision half-way.
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 from collections.abc import Mapping
@@ -43,22 +42,44 @@ class Snapshot:
         return self.heartbeats.get(("coordination.k8s.io/v1/Lease", member_namespace(cluster),
                                     HEARTBEAT_LEASE))
 
-    @functools.cached_property
-    def _works_by_job(self) -> dict[tuple[str, bool], list[Body]]:
-        out: dict[tuple[str, bool], list[Body]] = {}
-        for work in self.works.values():
-            uid = work.get("spec", {}).get("job", {}).get("uid", "")
-            evicting = EVICTING in (work["metadata"].get("annotations") or {})
-            out.setdefault((uid, evicting), []).append(work)
-        return out
+    job_keys: Mapping[str, Key] = field(default_factory=dict)  # a job's uid -> its key
+    # A job's Works by (its uid, evicting), in arrival order.
+    works_by_job: Mapping[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
+
+    def job_of(self, uid: str) -> Body | None:
+        key = self.job_keys.get(uid)
+        return self.jobs.get(key) if key is not None else None
 
     def works_of(self, job_uid: str) -> list[Body]:
         """The Works of the job's current placement."""
-        return self._works_by_job.get((job_uid, False), [])
+        return list(self.works_by_job.get((job_uid, False), ()))
 
     def evicting_of(self, job_uid: str) -> list[Body]:
         """Works left on clusters the job failed over from, kept until it runs elsewhere."""
-        return self._works_by_job.get((job_uid, True), [])
+        return list(self.works_by_job.get((job_uid, True), ()))
+
+
+CONTEXT = (POLICIES, CLUSTER_POLICIES, PRIORITY_CLASSES, QUOTA_TREES, QUEUES)
+
+
+@dataclass
+class Changes:
+    """What changed in the cache since the last :meth:`Cache.take_changed`."""
+
+    jobs: set[Key] = field(default_factory=set)  # jobs changed or deleted
+    work_jobs: set[str] = field(default_factory=set)  # uids of jobs whose Works changed
+    works: set[Key] = field(default_factory=set)  # Works changed or deleted
+    clusters: set[str] = field(default_factory=set)  # MemberClusters (and heartbeats)
+    gone: set[str] = field(default_factory=set)  # uids of jobs deleted
+    context: bool = False  # a policy, PriorityClass, quota tree or Queue changed
+
+    def merge(self, other: Changes) -> None:
+        self.jobs |= other.jobs
+        self.work_jobs |= other.work_jobs
+        self.works |= other.works
+        self.clusters |= other.clusters
+        self.gone |= other.gone
+        self.context = self.context or other.context
 
 
 @dataclass
@@ -67,8 +88,11 @@ class Cache:
         default_factory=lambda: {name: {} for name in STORES})
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _changed: threading.Event = field(default_factory=threading.Event)
-    _dirty_jobs: set[Key] = field(default_factory=set)
-    _dirty_uids: set[str] = field(default_factory=set)  # jobs whose Works changed
+    _dirty: Changes = field(default_factory=Changes)
+    _job_keys: dict[str, Key] = field(default_factory=dict)  # uid -> key
+    # A job's Works, by (uid, evicting): each entry replaced, never changed in place, so a
+    # snapshot copies only the outer map.
+    _works_by_job: dict[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
 
     @staticmethod
     def key(body: Mapping[str, Any]) -> Key:
@@ -87,38 +111,75 @@ class Cache:
             if old is not None and _rv(old) > _rv(item):
                 return  # our own write already came back newer than this watch event
             self._stores[store][key] = item
+            if store == JOBS:
+                self._job_keys[str(item["metadata"].get("uid", ""))] = key
+            elif store == WORKS:
+                if old is not None:
+                    self._unindex(old)
+                self._index(item)
             self._mark(store, item)
         self._changed.set()
 
     def remove(self, store: str, body: Mapping[str, Any]) -> None:
         with self._lock:
-            self._stores[store].pop(self.key(body), None)
+            gone = self._stores[store].pop(self.key(body), None)
             self._mark(store, body)
+            if store == JOBS:
+                uid = ((gone or body).get("metadata") or {}).get("uid")
+                if uid:
+                    self._dirty.gone.add(str(uid))
+                    self._job_keys.pop(str(uid), None)
+            elif store == WORKS and gone is not None:
+                self._unindex(gone)
         self._changed.set()
 
-    def _mark(self, store: str, body: Mapping[str, Any]) -> None:
-        if store == JOBS:
-            self._dirty_jobs.add(self.key(body))
-        elif store == WORKS:
-            self._dirty_uids.add(body.get("spec", {}).get("job", {}).get("uid", ""))
+    def _index(self, work: Body) -> None:
+        slot = _slot(work)
+        self._works_by_job[slot] = (*self._works_by_job.get(slot, ()), work)
 
-    def take_changed(self) -> tuple[set[Key], set[str]]:
-        """Jobs (by key) and jobs' Works (by job uid) changed since the last call; take it
-        before the snapshot, so that a change in between is seen in this pass or the next."""
+    def _unindex(self, work: Body) -> None:
+        slot = _slot(work)
+        key = self.key(work)
+        kept = tuple(w for w in self._works_by_job.get(slot, ()) if self.key(w) != key)
+        if kept:
+            self._works_by_job[slot] = kept
+        else:
+            self._works_by_job.pop(slot, None)
+
+    def _mark(self, store: str, body: Mapping[str, Any]) -> None:
+        dirty = self._dirty
+        if store == JOBS:
+            dirty.jobs.add(self.key(body))
+        elif store == WORKS:
+            dirty.works.add(self.key(body))
+            dirty.work_jobs.add(body.get("spec", {}).get("job", {}).get("uid", ""))
+        elif store == CLUSTERS:
+            dirty.clusters.add(str((body.get("metadata") or {}).get("name", "")))
+        elif store == HEARTBEATS:
+            dirty.clusters.add(protocol.cluster_of_namespace(
+                str((body.get("metadata") or {}).get("namespace", ""))))
+        elif store in CONTEXT:
+            dirty.context = True
+
+    def take_changed(self) -> Changes:
+        """What changed since the last call; take it before the snapshot, so that a change
+        in between is seen in this pass or the next."""
         with self._lock:
-            jobs, uids = self._dirty_jobs, self._dirty_uids
-            self._dirty_jobs, self._dirty_uids = set(), set()
-        return jobs, uids
+            taken, self._dirty = self._dirty, Changes()
+        return taken
 
     def mark_changed(self, jobs: set[Key]) -> None:
         """Look at these jobs again next pass (they were skipped in this one)."""
         with self._lock:
-            self._dirty_jobs |= jobs
+            self._dirty.jobs |= jobs
 
     def snapshot(self) -> Snapshot:
         with self._lock:
             copies = {name: dict(store) for name, store in self._stores.items()}
-        return Snapshot(*(copies[name] for name in STORES))
+            keys, works = dict(self._job_keys), dict(self._works_by_job)
+        return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
+                        copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES], copies[QUEUES],
+                        copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, works)
 
     def wait_for_change(self, timeout: float) -> None:
         self._changed.wait(timeout)
@@ -126,6 +187,12 @@ class Cache:
 
     def poke(self) -> None:
         self._changed.set()
+
+
+def _slot(work: Mapping[str, Any]) -> tuple[str, bool]:
+    """Where a Work is indexed: its job's uid, and whether it is being evicted."""
+    uid = str(((work.get("spec") or {}).get("job") or {}).get("uid", ""))
+    return uid, EVICTING in ((work.get("metadata") or {}).get("annotations") or {})
 
 
 INTERN_BELOW = 64  # strings shorter than this are shared between the cached objects

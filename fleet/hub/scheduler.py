@@ -22,23 +22,27 @@ from typing import Any
 from fleet import metrics
 from fleet.clients.leases import LeaderElector
 from fleet.hub import works as w
-from fleet.hub.cache import Body, Cache, Snapshot
+from fleet.hub.cache import Body, Cache, Changes, Snapshot
 from fleet.hub.collector import Collector
 from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.job_views import Context, stage_of
 from fleet.hub.mirror import aggregate, propagate_spec
-from fleet.hub.pass_view import ViewBuilder, creation_order, stage_of
+from fleet.hub.pass_view import Carried, PassViewBuilder, creation_order
 from fleet.hub.views import cluster_view, heartbeat_of
 from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
 from planner import PassView, Plan, plan_pass
-from planner.view import Hold, Reservation, Stage
+from planner.intents import Bind, QueueReport
+from planner.view import JobView, Stage
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
+from quota.engine import Holding, Job
 
 log = logging.getLogger(__name__)
 EXPORT_SECONDS = 1.0  # the members' gauges (scraped every 15-30 s) are refreshed this often
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
+QUEUE_REPORT_SECONDS = 1.0  # the Queues' status (usage, pending) is written this often
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
@@ -64,14 +68,15 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         self.writer = Writer(self.cache, self.dispatcher, self.workers)
-        self.views = ViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
+        self.views = PassViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
         self._next_full_pass = 0.0
         self._next_export = 0.0  # the members' gauges, refreshed at most once a second
-        # What the last plan left for the next: capacity held for preemptors (by uid), and
-        # when to plan again for a job that had no plan. The planner itself keeps nothing.
-        self._holds: Mapping[str, Hold] = {}
-        self._retry_at: Mapping[str, float] = {}
-        self._reservations: Mapping[str, Reservation] = {}  # backfill: the head's, by uid
+        self._next_queue_report = 0.0  # the Queues' status, at most once a second
+        # What the last plan left for the next (capacity held for preemptors, when to plan
+        # again for a job that had no plan, backfill's reservation, the waiting jobs): the
+        # planner itself keeps nothing. None: the next pass looks at every job.
+        self._carried: Carried | None = None
+        self._growing: set[str] = set()  # elastic jobs below their max: looked at each pass
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
@@ -95,17 +100,16 @@ class Scheduler:
             self.cache.wait_for_change(self.settings.resync_seconds)
 
     # -- one pass -----------------------------------------------------------------------
-    def pass_once(self) -> None:
+    def pass_once(self) -> Plan:
         self.collector.tick()  # what the last full collection kept is not walked again
         # In-flight binds first, then the snapshot: a bind that finishes in between is then
         # in the snapshot with its writes, never seen as unbound with a stale version.
         inflight = self.writer.inflight()
-        changed = self.cache.take_changed()
+        changes = self.cache.take_changed()
         snap = self.cache.snapshot()
         now = datetime.now(UTC)
-        # A bound job is looked at when it or its Works changed, and every job at least every
-        # ``full_pass_seconds`` (clocks, member health, policies); at hundreds of events a
-        # second, looking at every bound job on every pass was most of the hub's CPU.
+        # Bound jobs are looked at when they or their Works changed, and every one of them
+        # at least every ``full_pass_seconds`` (their clocks: failover, TTL, reservations).
         full = time.monotonic() >= self._next_full_pass
         if full:
             self._next_full_pass = time.monotonic() + self.settings.full_pass_seconds
@@ -117,50 +121,77 @@ class Scheduler:
         if time.monotonic() >= self._next_export:  # a walk over every member's series
             self._next_export = time.monotonic() + EXPORT_SECONDS
             export_clusters(snap, clusters, now)
-        looked = self.jobs_to_look_at(snap, inflight, full, changed)
-        view = self.snapshot(snap, now, clusters, inflight, list(looked.values()))
+        context, anew = self.views.context(snap)
+        carried = self._carried if self._carried is not None and not anew else Carried(
+            *(self._carried.holds, self._carried.retry_at, self._carried.reservations)
+            if self._carried is not None else ())
+        looked = self.jobs_to_look_at(snap, inflight, full, changes,
+                                      everything=carried.waiting is None)
+        view = self.pass_view(snap, now, clusters, inflight, list(looked.values()), changes,
+                              carried, context)
         started = time.perf_counter()
         plan = plan_pass(view)
         observe_plan(plan, time.perf_counter() - started)
-        self._holds, self._retry_at = plan.holds, plan.retry_at
-        self._reservations = plan.reservations
-        ctx = PassContext(snap, now, looked)
+        self._carried = Carried(plan.holds, plan.retry_at, plan.reservations, plan.waiting)
+        self._growing = {v.uid for v in view.jobs if _grows(v)}
+        ctx = PassContext(snap, now, looked, holdings_of(plan.binds, view))
         self.mirror(view, ctx)
-        self.writer.write(plan.intents, ctx)
+        report = time.monotonic() >= self._next_queue_report
+        if report:
+            self._next_queue_report = time.monotonic() + QUEUE_REPORT_SECONDS
+        self.writer.write(plan.intents if report else
+                          [i for i in plan.intents if not isinstance(i, QueueReport)], ctx)
+        return plan
+
+    def forget(self) -> None:
+        """Drop what passes carry (a replica that lost the lead, or is about to lead): the
+        next pass looks at every job again."""
+        self._carried = None
 
     def jobs_to_look_at(self, snap: Snapshot, inflight: Mapping[str, object], full: bool,
-                        changed: tuple[set[tuple[str, str, str]], set[str]]
-                        ) -> dict[str, Body]:
-        """By key, in creation order: every job on a full pass, else the changed ones and
-        those still to place; never one whose bind is being written."""
-        changed_jobs, changed_works = changed
+                        changes: Changes, *, everything: bool = False) -> dict[str, Body]:
+        """By key, in creation order: every job when ``everything``; else the changed ones
+        (or whose Works changed), growing elastic ones and, on a ``full`` pass, every one not
+        waiting; never one whose bind is being written."""
+        if everything:
+            candidates: list[Body] = list(snap.jobs.values())
+        else:
+            found = {key: body for key in changes.jobs if (body := snap.jobs.get(key))}
+            for uid in (*changes.work_jobs, *self._growing):
+                body = snap.job_of(uid)
+                if body is not None:
+                    found[Cache.key(body)] = body
+            if full:
+                found.update((key, body) for key, body in snap.jobs.items()
+                             if key not in found and not _waits(body))
+            candidates = list(found.values())
         jobs: dict[str, Body] = {}
         skipped: set[tuple[str, str, str]] = set()
-        for job in sorted(snap.jobs.values(), key=creation_order):
-            uid = job["metadata"]["uid"]
-            if uid in inflight:
+        for job in sorted(candidates, key=creation_order):
+            if job["metadata"]["uid"] in inflight:
                 skipped.add(Cache.key(job))  # its bind is being written; the next pass sees it
                 continue
-            if full or uid in changed_works or Cache.key(job) in changed_jobs or _waits(job):
-                jobs[JobKey.of_body(job)] = job
+            jobs[JobKey.of_body(job)] = job
         if skipped:
             self.cache.mark_changed(skipped)
         return jobs
 
-    def snapshot(self, snap: Snapshot, now: datetime, clusters: Sequence[ClusterView],
-                 inflight: Mapping[str, Mapping[str, list[Resources]]], jobs: list[Body],
-                 stamp: str | None = None) -> PassView:
-        """The planner's view of ``jobs``, the ones to look at this pass (its time as text
-        ``stamp``, by default the clock's as the hub writes it)."""
+    def pass_view(self, snap: Snapshot, now: datetime, clusters: Sequence[ClusterView],
+                  inflight: Mapping[str, Mapping[str, list[Resources]]], jobs: list[Body],
+                  changes: Changes | None = None, carried: Carried | None = None,
+                  context: Context | None = None, stamp: str | None = None) -> PassView:
+        """The planner's view of ``jobs``, the ones to look at this pass, and of the waiting
+        ones ``carried`` brings (its time as text ``stamp``, by default the clock's as the
+        hub writes it)."""
         assumed: dict[str, list[Resources]] = {}
         for spent in inflight.values():  # decided, Works not yet in the cache
             for cluster, requests in spent.items():
                 assumed.setdefault(cluster, []).extend(requests)
         return self.views.build(
-            snap, now, stamp or now_text(), jobs, clusters, assumed,
+            snap, now, stamp or now_text(), changes or Changes(), jobs, clusters, assumed,
             lambda job, exc: self.writer.failures.failed(JobKey.of_body(job),
                                                          "job skipped this pass", exc),
-            self._holds, self._retry_at, self._reservations)
+            carried or Carried(), context, self.writer.inflight_holdings())
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes
@@ -263,3 +294,33 @@ def export_clusters(snap: Snapshot, views: Sequence[ClusterView], now: datetime)
 def _waits(job: Mapping[str, Any]) -> bool:
     """An unchanged job still to decide: not bound, not going, not finished."""
     return stage_of(job) is Stage.WAITING
+
+
+def _grows(view: JobView) -> bool:
+    """A bound elastic job below its max: every pass may grow it."""
+    e = view.elastic
+    return e is not None and view.stage is Stage.BOUND and view.demand is not None and \
+        next((r.replicas for r in view.demand.roles if r.name == e.role), e.max) < e.max
+
+
+def holdings_of(binds: Sequence[Bind], view: PassView) -> dict[str, Holding]:
+    """The quota each admitted bind takes (its job's, at the size it was bound)."""
+    admitted = [b for b in binds if b.admitted_at]
+    if not admitted:
+        return {}
+    jobs = {j.key: j for j in view.jobs}
+    if view.waiting is not None:
+        jobs.update((j.key, j) for j in view.waiting.jobs())
+    out = {}
+    for bind in admitted:
+        quota = jobs[bind.job].quota if bind.job in jobs else None
+        if quota is None:
+            continue
+        request: dict[str, int] = {}
+        for _, requests in bind.spent:
+            for one in requests:
+                for name, amount in one.items():
+                    request[name] = request.get(name, 0) + amount
+        out[bind.job] = Holding(Job(quota.key, quota.namespace, request, quota.priority,
+                                    quota.created, quota.waiting_since), bind.admitted_at)
+    return out

@@ -28,8 +28,9 @@ from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.job_views import work_key
 from fleet.hub.mirror import follow_resize
-from fleet.hub.pass_view import leaf_queue_names, work_key
+from fleet.hub.pass_view import leaf_queue_names
 from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter
@@ -55,6 +56,7 @@ from planner.intents import (
 )
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
+from quota.engine import Holding
 from quota.tree import leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,8 @@ class PassContext:
     snap: Snapshot
     now: datetime
     looked: Mapping[str, Body]  # the jobs of the pass's view, by key
+    # The quota each admitted bind takes, by job key: held while its bind is written.
+    holdings: Mapping[str, Holding] = field(default_factory=dict)
 
     def job(self, key: str) -> Body | None:
         """A job of the snapshot; one the pass did not look at (a preemption's victim) is
@@ -115,7 +119,10 @@ class Writer:
     cache: Cache
     dispatcher: Dispatcher
     workers: int = 16  # concurrent bind writers (bind, Works, events, status)
-    _inflight: dict[str, dict[str, list[Resources]]] = field(default_factory=dict)
+    # Jobs (by uid) whose bind is being written: what each spends per cluster, and the
+    # quota it holds (the next pass counts both, as the cache does not have them yet).
+    _inflight: dict[str, tuple[dict[str, list[Resources]], Holding | None]] = field(
+        default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): a metric
     failures: FailureLog = field(default_factory=FailureLog)
@@ -139,7 +146,12 @@ class Writer:
     def inflight(self) -> dict[str, dict[str, list[Resources]]]:
         """Jobs (by uid) whose bind is being written, and what each spends per cluster."""
         with self._lock:
-            return {uid: dict(spent) for uid, spent in self._inflight.items()}
+            return {uid: dict(spent) for uid, (spent, _) in self._inflight.items()}
+
+    def inflight_holdings(self) -> list[Holding]:
+        """The quota of the binds being written."""
+        with self._lock:
+            return [held for _, held in self._inflight.values() if held is not None]
 
     def write(self, intents: Sequence[Intent], ctx: PassContext) -> None:
         """Carry out ``intents`` in order, the waiting statuses (the plan's last intents,
@@ -221,7 +233,7 @@ class Writer:
         for cluster, requests in bind.spent:
             spent.setdefault(cluster, []).extend(requests)
         with self._lock:
-            self._inflight[job["metadata"]["uid"]] = spent
+            self._inflight[job["metadata"]["uid"]] = (spent, ctx.holdings.get(bind.job))
         stages.CLOCK.decided(job["metadata"]["uid"])
         self._pool.submit(self.bind, bind, job, ctx)
 
@@ -293,6 +305,8 @@ class Writer:
         finally:
             with self._lock:
                 self._inflight.pop(meta["uid"], None)
+            # looked at again next pass, whatever happened (a bind not written waits again)
+            self.cache.mark_changed({Cache.key(job)})
             self.cache.poke()
 
     def dependencies(self, job: Body, adapter: KindAdapter, snap: Snapshot,

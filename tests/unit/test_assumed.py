@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from fleet.hub.assumed import AssumedCapacity, share_requests, unreported_works
-from fleet.hub.cache import Cache
+from fleet.hub.cache import Cache, Changes
 from fleet.hub.views import cluster_view
 from propagation.resources import Resources
 from propagation.spent import with_assumed, with_held
@@ -72,7 +72,9 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
             reported["status"] = {"boundTime": "2026-11-21T11:59:00.000000Z"}
             reported["metadata"]["resourceVersion"] = str(1000 + step)
             cache.upsert("works", reported)
+        changes = cache.take_changed()
         snap = cache.snapshot()
+        assumed.changed(snap, changes.works, changes.clusters)
         clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
         assert assumed.views(clusters, snap, {}) == fresh(clusters, cache), f"step {step}"
 
@@ -137,8 +139,15 @@ def test_a_pass_tells_which_jobs_changed() -> None:
            "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "1"}}
     cache.upsert("jobs", job)
     cache.upsert("works", work(1, "a", 1, 1))
-    assert cache.take_changed() == ({Cache.key(job)}, {"job-1"})
-    assert cache.take_changed() == (set(), set())
+    changes = cache.take_changed()
+    assert (changes.jobs, changes.work_jobs) == ({Cache.key(job)}, {"job-1"})
+    assert changes.works == {Cache.key(work(1, "a", 1, 1))}
+    assert changes.clusters == set()  # a Work is not its member
+    cache.upsert("clusters", member("b"))
+    cache.remove("jobs", job)
+    again = cache.take_changed()
+    assert (again.clusters, again.gone, again.jobs) == ({"b"}, {"u"}, {Cache.key(job)})
+    assert cache.take_changed() == Changes()
 
 
 def _now() -> datetime:

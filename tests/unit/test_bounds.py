@@ -397,8 +397,8 @@ def test_fired_requeue_timers_are_forgotten() -> None:
 def test_the_hub_shows_a_job_beyond_the_bounds_as_invalid_without_dividing_it() -> None:
     """A job with 2^62 replicas stored under an older CRD waits with reason Invalid; the
     pass goes on to decide the others (no division, no memory proportional to the count)."""
-    from fleet.hub.cache import Cache
-    from fleet.hub.pass_view import ViewBuilder
+    from fleet.hub.cache import Cache, Changes
+    from fleet.hub.pass_view import PassViewBuilder
     from planner import plan_pass
 
     cache = Cache()
@@ -414,8 +414,8 @@ def test_the_hub_shows_a_job_beyond_the_bounds_as_invalid_without_dividing_it() 
     failures: list[Exception] = []
     tracemalloc.start()
     try:
-        view = ViewBuilder().build(cache.snapshot(), NOW, "now", [job], [], {},
-                                   lambda _, exc: failures.append(exc))
+        view = PassViewBuilder().build(cache.snapshot(), NOW, "now", Changes(), [job], [],
+                                       {}, lambda _, exc: failures.append(exc))
         waiting = {why.job: why for why in plan_pass(view).waits}
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -17,7 +17,8 @@ import pytest
 from fleet.api.cluster import member_namespace
 from fleet.hub import queueing as q
 from fleet.hub import works as w
-from fleet.hub.cache import Cache
+from fleet.hub.cache import Cache, Changes
+from fleet.hub.pass_view import Carried
 from fleet.hub.scheduler import Scheduler, Settings
 from fleet.hub.views import cluster_view
 from fleet.sim.engine import GPU, Event, Running, Scenario, Simulation, node_name
@@ -170,11 +171,11 @@ def hub_plan(state: State) -> Plan:
     hub = Scheduler(cache, None, None,  # type: ignore[arg-type]
                     Settings(fit_mode=sim.policy.rules.fit_mode))
     # the last plan's preemption state, by the hub's uids
-    hub._holds = {f"uid-{k}": v for k, v in sim.holds.items()}
-    hub._retry_at = {f"uid-{k}": v for k, v in sim.retry_at.items()}
-    looked = hub.jobs_to_look_at(snap, {}, True, (set(), set()))
-    return plan_pass(hub.snapshot(snap, when, clusters, {}, list(looked.values()),
-                                  stamp=now))
+    carried = Carried({f"uid-{k}": v for k, v in sim.holds.items()},
+                      {f"uid-{k}": v for k, v in sim.retry_at.items()})
+    looked = hub.jobs_to_look_at(snap, {}, True, Changes(), everything=True)
+    return plan_pass(hub.pass_view(snap, when, clusters, {}, list(looked.values()),
+                                   carried=carried, stamp=now))
 
 
 def sim_plan(state: State) -> Plan:

@@ -10,11 +10,13 @@ from fleet.api.protocol import HUB_ONLY, PROPAGATED_LABEL, REQUEUED_AT
 from fleet.hub import preemption_views as pv
 from fleet.hub import queueing as q
 from fleet.hub import works as w
-from fleet.hub.cache import Cache
-from fleet.hub.pass_view import ViewBuilder
+from fleet.hub.cache import Cache, Changes
+from fleet.hub.job_views import Context, JobViews
+from fleet.hub.pass_view import Carried, PassViewBuilder
+from fleet.hub.running_jobs import RunningJobs
 from fleet.kinds import adapter_for
 from planner.intents import Bind, Preempt
-from preemption.model import Pod
+from preemption.model import Pod, Running
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import ClusterView, JobDemand, NodeGroup
@@ -100,8 +102,7 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     going = pytorchjob("going", bound=True)
     going["metadata"]["annotations"][q.REQUEUE] = "preempted"
     cache.upsert("jobs", going)
-    [running] = ViewBuilder().running_jobs(cache.snapshot(), {"test": 0},
-                                           leaves_by_namespace(tree))
+    [running] = victims(RunningJobs(), cache, {"test": 0}, leaves_by_namespace(tree))
     request = Resources.of({GPU: 2, "cpu": 1000})
     assert running.key == "PyTorchJob.kubeflow.org/team/run"
     assert running.pods == (Pod("m1", "n1", request, "master"),
@@ -123,13 +124,13 @@ def test_a_remembered_running_job_follows_its_works_reports() -> None:
                           "phase": "Running"}])
     work["metadata"]["resourceVersion"] = "1"
     cache.upsert("works", work)
-    builder, leaves = ViewBuilder(), leaves_by_namespace(tree)
-    [before] = builder.running_jobs(cache.snapshot(), {"test": 0}, leaves)
-    assert builder.running_jobs(cache.snapshot(), {"test": 0}, leaves) == (before,)
+    kept, leaves = RunningJobs(), leaves_by_namespace(tree)
+    [before] = victims(kept, cache, {"test": 0}, leaves)
+    assert victims(kept, cache, {"test": 0}, leaves) == (before,)
     work["status"]["pods"][0]["node"] = "n2"
     work["metadata"]["resourceVersion"] = "2"
     cache.upsert("works", work)
-    [after] = builder.running_jobs(cache.snapshot(), {"test": 0}, leaves)
+    [after] = victims(kept, cache, {"test": 0}, leaves)
     assert [pod.node for pod in before.pods] == ["n1"]
     assert [pod.node for pod in after.pods] == ["n2"]
 
@@ -139,7 +140,7 @@ def test_an_opportunistic_running_job_holds_no_quota() -> None:
     tree = QuotaNode("root", max={GPU: 8}, children=(
         QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
     cache.upsert("jobs", pytorchjob("oppo", "oppo", bound=True, admitted=True))
-    [running] = ViewBuilder().running_jobs(cache.snapshot(), {"oppo": -1},
+    [running] = victims(RunningJobs(), cache, {"oppo": -1},
                                            leaves_by_namespace(tree))
     assert (running.priority, running.leaf, dict(running.charge)) == (-1, None, {})
 
@@ -160,7 +161,8 @@ def test_a_requeued_job_counts_its_starvation_from_when_it_began_to_wait_again()
 
 def test_a_preempted_job_is_marked_so() -> None:
     job = pytorchjob("victim", preempted_by="PyTorchJob.kubeflow.org/team/prod")
-    view = ViewBuilder().job_view(job, Cache().snapshot(), {}, [], {})
+    snap = Cache().snapshot()
+    view = JobViews().build(job, snap, Context.of(snap))
     # the planner's Preemptor.preempted
     assert view.preempted_by == "PyTorchJob.kubeflow.org/team/prod"
     status = pv.with_preempted({"conditions": [{"type": "Queuing"}]}, job, "now")
@@ -202,7 +204,8 @@ def one_pass(cache: Cache, clusters: list[Any], holds: Any = None, retry_at: Any
 
     snap, now = cache.snapshot(), datetime(2026, 1, 1, tzinfo=UTC)
     jobs = [j for j in snap.jobs.values() if j["metadata"]["name"] == "prod"]
-    view = ViewBuilder().build(snap, now, "now", jobs, clusters, {}, _raise, holds, retry_at)
+    view = PassViewBuilder().build(snap, now, "now", Changes(), jobs, clusters, {}, _raise,
+                                   Carried(holds or {}, retry_at or {}))
     plan = plan_pass(view)
     recorder = Recorder()
     writer = Writer(cache, recorder)  # type: ignore[arg-type]
@@ -213,6 +216,16 @@ def one_pass(cache: Cache, clusters: list[Any], holds: Any = None, retry_at: Any
 
 def _raise(job: Body, exc: Exception) -> None:
     raise exc
+
+
+def victims(kept: RunningJobs, cache: Cache, classes: dict[str, int],
+            leaves: Any) -> tuple[Running, ...]:
+    """The running jobs as preemption reads them, those changed since the last call (or
+    whose Works did) read again."""
+    changes, snap = cache.take_changed(), cache.snapshot()
+    kept.mark(changes.work_jobs | {snap.jobs[key]["metadata"]["uid"] for key in changes.jobs
+                                   if key in snap.jobs})
+    return kept.victims(snap, classes, leaves, JobViews().placed_demand)
 
 
 def _policy_and_classes(cache: Cache, *classes: tuple[str, int]) -> None:
