@@ -15,11 +15,12 @@ from planner.intents import (
     Unbind,
     WorkRemoval,
 )
-from planner.reserving import settle_reservation
+from planner.reserving import reserving, settle_reservation
 from planner.view import JobView, PassView, Stage, WorkView
 from propagation.failover import ShareHealth, decide_failover
 
 RUNNING_STATES = ("Running", "Succeeded")
+TICK = 0.01  # past a deadline, not on it: a toleration is exceeded strictly
 
 
 def settle(job: JobView, view: PassView) -> list[Intent]:
@@ -39,6 +40,31 @@ def settle(job: JobView, view: PassView) -> list[Intent]:
         if not job.finished and not reservation:
             out += fail_over(job, view)
     return out
+
+
+def next_look(job: JobView, view: PassView) -> float | None:
+    """When settling ``job`` may decide something new though nothing about it changes: a
+    share's toleration running out, its TTL, its reservation's deadline, an evicted Work's
+    time up. None when only a change (to it, its Works, a member) can."""
+    times: list[float] = [w.evict_after for w in job.evicting
+                          if w.evict_after is not None and not w.deleting]
+    if job.stage is Stage.BOUND:
+        if job.finished and job.ttl_seconds is not None and job.finished_at is not None:
+            times.append(job.finished_at + job.ttl_seconds)
+        if reserving(job) and not job.finished:
+            started = min((w.created for w in job.works if w.created is not None),
+                          default=None)
+            if started is not None:
+                times.append(started + view.reserve_seconds)
+        settings = job.policy.failover if job.policy else None
+        if settings is not None and not job.finished:
+            for work in job.works:
+                health = share_health(work, view)
+                if not health.healthy and not math.isinf(health.unhealthy_for):
+                    times.append(view.now - health.unhealthy_for + settings.toleration_seconds
+                                 + TICK)
+    later = [t for t in times if t > view.now]
+    return min(later) if later else (view.now + TICK if times else None)
 
 
 def _lost(view: PassView, cluster: str) -> bool:

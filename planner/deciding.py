@@ -36,6 +36,7 @@ from quota.queues import queue_names
 from quota.tree import leaves_by_namespace, walk
 
 NO_POLICY = "no PropagationPolicy or ClusterPropagationPolicy selects this job"
+SHOWN_PENDING = 50  # a queue report names a leaf's first waiting jobs, and counts the rest
 QUOTA_TREE_NAMESPACE = "kube-system"
 # Why a class waits that makes the job behind its first one worth deciding in the same pass:
 # a reclaim frees quota for the next.
@@ -70,6 +71,7 @@ class _Pass:
     bound: set[str] = field(default_factory=set)  # uids placed this pass
     decided: dict[str, JobView] = field(default_factory=dict)  # by key: the jobs decided
     active: set[ClassKey] = field(default_factory=set)  # classes with a job up in the pass
+    capped: bool = False  # the pass stopped at its most binds
     backfill: Backfill | None = None
     tries: int = 0
     timed: list[TimedJob] = field(default_factory=list)
@@ -150,6 +152,13 @@ class _Pass:
         heapq.heapify(queue)
         self.active = {key for _, key in queue}
         while queue:
+            if self.view.max_binds and len(self.bound) >= self.view.max_binds:
+                self.capped = True  # the rest is decided by the next pass, as it stands
+                for _, key in queue:  # those still asleep stay parked, the woken are not
+                    asleep = self.waiting.parked.get(key)
+                    if asleep is not None and not asleep.wakes(self.view.now, freed):
+                        self.parked[key] = asleep
+                return
             order, key = heapq.heappop(queue)
             self.active.discard(key)
             members = self.waiting.classes[key]
@@ -205,7 +214,8 @@ def decide(jobs: Sequence[JobView], view: PassView, carried: Waiting | None = No
             if why is not None:
                 state.waits[job.key] = why
     state.run(freed, singletons)
-    state.out += _grow(view, state.capacity, admission, state.said, waiting)
+    if not state.capped:  # (what waits for capacity may not all have been decided)
+        state.out += _grow(view, state.capacity, admission, state.said, waiting)
     # (what the next pass compares its members with: as this pass left them, its binds
     # taken; they come back as assumed capacity)
     left = replace(waiting.changed((), state.bound), parked=state.parked,
@@ -466,12 +476,13 @@ def _queues(admission: AdmissionPass, left: Waiting, view: PassView) -> QueueRep
     """Each leaf's waiting jobs in order, every node's usage after the pass, and how many
     nodes each leaf's cells hold."""
     pending: dict[str, tuple[str, ...]] = {}
+    counts: dict[str, int] = {}
     oldest: dict[str, str] = {}
-    for leaf, queued in left.by_leaf(_leaf_keys(admission)).items():
-        pending[leaf] = tuple(j.key for j in queued)
-        if queued:
-            oldest[leaf] = queued[0].created
+    for leaf, (count, first) in left.by_leaf(_leaf_keys(admission), SHOWN_PENDING).items():
+        pending[leaf], counts[leaf] = tuple(j.key for j in first), count
+        if first:
+            oldest[leaf] = first[0].created
     usage = {p.key: dict(admission.usage(p.key)) for p in walk(admission.root)}
     cells = {leaf: {cluster: len(nodes) for cluster, nodes in clusters.items()}
              for leaf, clusters in view.cells.by_tenant.items()}
-    return QueueReport(usage, pending, oldest, cells)
+    return QueueReport(usage, pending, oldest, cells, counts)

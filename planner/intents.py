@@ -209,10 +209,11 @@ class QueueReport:
     Queue objects to publish."""
 
     usage: Mapping[str, Mapping[str, int]]  # node key -> resource -> used
-    pending: Mapping[str, tuple[str, ...]]  # leaf key -> waiting job keys in order
+    pending: Mapping[str, tuple[str, ...]]  # leaf key -> its first waiting job keys in order
     oldest: Mapping[str, str] = field(default_factory=dict)  # leaf key -> first's created
     # leaf key -> member -> how many of the member's nodes its guarantee owns (its cells)
     cells: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    waiting: Mapping[str, int] = field(default_factory=dict)  # leaf key -> jobs waiting
 
 
 Intent = (Bind | Commit | RollBack | Dispatch | Wait | Requeue | Preempt | Grow | Shrink

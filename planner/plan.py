@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from planner.bound import settle
+from planner.bound import next_look, settle
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
 from planner.view import Hold, PassView, Reservation
@@ -27,6 +27,9 @@ class Plan:
     reservations: Mapping[str, Reservation] = field(default_factory=dict)
     # The jobs still waiting, by class, with the classes parked: for the next pass's view.
     waiting: Waiting = field(default_factory=Waiting)
+    # When to look at a placed job again though nothing about it changes (by uid): its
+    # toleration, TTL or reservation deadline.
+    look_at: Mapping[str, float] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Intent]:
         return iter(self.intents)
@@ -52,8 +55,12 @@ def plan_pass(view: PassView, *, singletons: bool = False) -> Plan:
     ``singletons``, every waiting job is decided on its own (no classes, nothing parked):
     the plan the classes are tested against."""
     intents: list[Intent] = []
+    look_at: dict[str, float] = {}
     for job in view.jobs:
         intents += settle(job, view)
+        when = next_look(job, view)
+        if when is not None:
+            look_at[job.uid] = when
     decided = decide(view.jobs, view, view.waiting, view.gone, singletons=singletons)
     return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at,
-                decided.reservations, decided.waiting)
+                decided.reservations, decided.waiting, look_at)

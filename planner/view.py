@@ -223,3 +223,6 @@ class PassView:
     waiting: Waiting | None = None
     gone: tuple[str, ...] = ()
     report_queues: bool = True  # the plan ends with a QueueReport
+    # Stop deciding after this many binds (0: never): a pass's cost bounded, the rest is
+    # the next pass's (a burst of thousands of jobs is placed over consecutive passes).
+    max_binds: int = 0

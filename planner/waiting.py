@@ -27,6 +27,8 @@ view brings it back, as the hub's shell and the simulator carry it.
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -142,17 +144,19 @@ class Waiting:
                 ahead += bisect.bisect_left(jobs, job.order, key=_order)
         return ahead + 1
 
-    def by_leaf(self, leaf_of: Mapping[str, str]) -> dict[str, list[JobView]]:
-        """Each quota leaf's waiting jobs in order (a queue report's)."""
-        out: dict[str, list[JobView]] = {}
+    def by_leaf(self, leaf_of: Mapping[str, str], first: int
+                ) -> dict[str, tuple[int, list[JobView]]]:
+        """Per quota leaf: how many jobs wait in it, and its ``first`` ones in order (a queue
+        report's), merged from its classes without sorting them all."""
+        classes: dict[str, list[tuple[JobView, ...]]] = {}
         for members in self.classes.values():
             if members and members[0].quota is not None:
                 leaf = leaf_of.get(members[0].namespace)
                 if leaf is not None:
-                    out.setdefault(leaf, []).extend(members)
-        for queued in out.values():
-            queued.sort(key=_order)
-        return out
+                    classes.setdefault(leaf, []).append(members)
+        return {leaf: (sum(map(len, queued)),
+                       list(itertools.islice(heapq.merge(*queued, key=_order), first)))
+                for leaf, queued in classes.items()}
 
 
 def heads(waiting: Waiting) -> list[tuple[tuple[int, str, str], ClassKey]]:

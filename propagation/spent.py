@@ -78,34 +78,45 @@ def with_held(cluster: ClusterView, held: Sequence[Resources],
     nothing was taken while no node fit it yet, and a victim sent back to its queue was bound
     again onto the node it still stood on), and for a bound share on the nodes its decision
     packed it onto (a replica pinned to a node is counted there, not where it fits best)."""
-    named = set(nodes)
+    return with_held_each(cluster, [(held, nodes)])
+
+
+def with_held_each(cluster: ClusterView,
+                   parts: Sequence[tuple[Sequence[Resources], Sequence[str]]]) -> ClusterView:
+    """:func:`with_held` for each part (its requests, its nodes) in turn, the cluster's
+    groups split into named nodes and joined again once for all of them (a member with
+    dozens of bound shares not yet reported was split and joined dozens of times a pass)."""
+    named = {n for _, nodes in parts for n in nodes}
     groups: list[NodeGroup] = []
-    own: list[NodeGroup] = []  # the named nodes, a group each
+    own: dict[str, NodeGroup] = {}  # the named nodes, a group each
     for group in cluster.node_groups:
         mine = [n for n in group.nodes[: group.count] if n in named]
         if not mine:
             groups.append(group)
             continue
-        own += [NodeGroup(1, group.free, group.labels, (n,)) for n in mine]
+        own.update((n, NodeGroup(1, group.free, group.labels, (n,))) for n in mine)
         if group.count > len(mine):
             groups.append(NodeGroup(group.count - len(mine), group.free, group.labels,
                                     tuple(n for n in group.nodes if n not in named)))
-    for request in held:
-        if not own:  # (none of them reported: held where it fits best)
-            groups = _subtract(groups, request)
-            continue
-        wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
-
-        def rank(i: int, wanted: list[tuple[str, int]] = wanted) -> tuple[object, ...]:
-            free = dict(own[i].free.items_)
-            left = tuple([free.get(name, 0) - amount for name, amount in wanted])
-            fits = min(left, default=0) >= 0
-            return (not fits, left if fits else tuple(-x for x in left), i)
-
-        best = min(range(len(own)), key=rank)
-        left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
-        # (never below zero: the rest of the planner reads free capacity as a count)
-        own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
-    for taken in own:
+    order = {name: i for i, name in enumerate(own)}
+    for held, nodes in parts:
+        candidates = sorted((n for n in set(nodes) if n in own), key=order.__getitem__)
+        for request in held:
+            if not candidates:  # (none of them reported: held where it fits best)
+                groups = _subtract(groups, request)
+                continue
+            best = min(candidates, key=lambda n: _held_rank(own[n], request, order[n]))
+            left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
+            # (never below zero: the rest of the planner reads free capacity as a count)
+            own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
+    for taken in own.values():
         groups = _joined(groups, taken) or [*groups, taken]
     return replace(cluster, node_groups=tuple(groups))
+
+
+def _held_rank(node: NodeGroup, request: Resources, index: int) -> tuple[object, ...]:
+    """Where a held request goes among its nodes: the best fit, else where most is free."""
+    free = dict(node.free.items_)
+    left = tuple([free.get(name, 0) - request.get(name, 0) for name in scarcity_order(request)])
+    fits = min(left, default=0) >= 0
+    return (not fits, left if fits else tuple(-x for x in left), index)

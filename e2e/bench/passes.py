@@ -255,7 +255,6 @@ def run_passes(scheduler: Scheduler, kube: MemoryKube, passes: int, finished: in
     for _ in range(passes):
         finish(kube, finished)
         placed = kube.writes.get("works", 0)
-        scheduler.cache.take_changed()
         started = time.thread_time()
         scheduler.pass_once()
         timings.append(time.thread_time() - started)

@@ -20,7 +20,7 @@ from fleet.hub.views import parse_time
 from fleet.kinds import adapter_for
 from propagation.fit import Domain
 from propagation.resources import Resources
-from propagation.spent import with_assumed, with_held
+from propagation.spent import with_assumed, with_held_each
 from propagation.views import ClusterView
 
 Domains = tuple[Domain, ...]
@@ -51,7 +51,9 @@ def unreported(cluster: Mapping[str, Any] | None, works: Iterable[Mapping[str, A
                ) -> list[Mapping[str, Any]]:
     """The live ``works`` of one member whose pods its last capacity report (``cluster``)
     does not yet count: not bound when it was taken, and not among the Works it reserves
-    nodes for, or resized since (what it reserved, or saw bound, was the old share)."""
+    nodes for, or resized since (what it reserved, or saw bound, was the old share). In the
+    order they were made (then by name): each is taken out of the capacity in turn, and
+    the order decides which nodes each is assumed on."""
     capacity = ((cluster or {}).get("status") or {}).get("capacity") or {}
     seen = parse_time(capacity.get("observedTime"))
     held = set(capacity.get("reservedFor") or [])
@@ -69,7 +71,12 @@ def unreported(cluster: Mapping[str, Any] | None, works: Iterable[Mapping[str, A
                     resized is None or bound >= resized):  # a resized share: bound again
                 continue
         out.append(work)
-    return out
+    return sorted(out, key=_made)
+
+
+def _made(work: Mapping[str, Any]) -> tuple[str, str]:
+    meta = work["metadata"]
+    return str(meta.get("creationTimestamp") or ""), str(meta["name"])
 
 
 def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
@@ -176,12 +183,15 @@ class AssumedCapacity:
         if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
             start, view = len(last[1]), last[2]
         # Each share on the nodes its decision packed it onto (a replica pinned to a node is
-        # counted there), else within its domains; consecutive shares alike in one go, as
-        # subtracting is cheaper once per view.
-        for (domains, nodes), batch in itertools.groupby(
-                shares[start:], key=lambda share: (share[1], share[3])):
-            requests = [r for _, _, share_requests, _ in batch for r in share_requests]
-            view = with_held(view, requests, nodes) if nodes else \
-                with_assumed(view, requests, domains)
+        # counted there), else within its domains; consecutive shares of either kind in one
+        # go, as splitting and joining the groups is the cost.
+        for pinned, batch in itertools.groupby(shares[start:], key=lambda share: bool(share[3])):
+            run = list(batch)
+            if pinned:
+                view = with_held_each(view, [(requests, nodes) for _, _, requests, nodes in run])
+                continue
+            for domains, alike in itertools.groupby(run, key=lambda share: share[1]):
+                view = with_assumed(view, [r for _, _, requests, _ in alike for r in requests],
+                                    domains)
         self._views[cluster.name] = (cluster, uids, view)
         return view

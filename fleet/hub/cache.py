@@ -14,6 +14,7 @@ from typing import Any
 
 from fleet.api import protocol
 from fleet.api.protocol import HEARTBEAT_LEASE, member_namespace
+from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
 EVICTING = protocol.EVICT_AFTER  # named through this module by the scheduler
@@ -43,11 +44,17 @@ class Snapshot:
                                     HEARTBEAT_LEASE))
 
     job_keys: Mapping[str, Key] = field(default_factory=dict)  # a job's uid -> its key
+    named: Mapping[str, Key] = field(default_factory=dict)  # a job's JobKey -> its key
     # A job's Works by (its uid, evicting), in arrival order.
     works_by_job: Mapping[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
 
     def job_of(self, uid: str) -> Body | None:
         key = self.job_keys.get(uid)
+        return self.jobs.get(key) if key is not None else None
+
+    def job_named(self, job_key: str) -> Body | None:
+        """The job of a JobKey (``Kind.group/namespace/name``)."""
+        key = self.named.get(job_key)
         return self.jobs.get(key) if key is not None else None
 
     def works_of(self, job_uid: str) -> list[Body]:
@@ -90,6 +97,7 @@ class Cache:
     _changed: threading.Event = field(default_factory=threading.Event)
     _dirty: Changes = field(default_factory=Changes)
     _job_keys: dict[str, Key] = field(default_factory=dict)  # uid -> key
+    _named: dict[str, Key] = field(default_factory=dict)  # JobKey -> key
     # A job's Works, by (uid, evicting): each entry replaced, never changed in place, so a
     # snapshot copies only the outer map.
     _works_by_job: dict[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
@@ -113,6 +121,7 @@ class Cache:
             self._stores[store][key] = item
             if store == JOBS:
                 self._job_keys[str(item["metadata"].get("uid", ""))] = key
+                self._named[JobKey.of_body(item)] = key
             elif store == WORKS:
                 if old is not None:
                     self._unindex(old)
@@ -129,6 +138,7 @@ class Cache:
                 if uid:
                     self._dirty.gone.add(str(uid))
                     self._job_keys.pop(str(uid), None)
+                self._named.pop(JobKey.of_body(body), None)
             elif store == WORKS and gone is not None:
                 self._unindex(gone)
         self._changed.set()
@@ -176,10 +186,11 @@ class Cache:
     def snapshot(self) -> Snapshot:
         with self._lock:
             copies = {name: dict(store) for name, store in self._stores.items()}
-            keys, works = dict(self._job_keys), dict(self._works_by_job)
+            keys, named = dict(self._job_keys), dict(self._named)
+            works = dict(self._works_by_job)
         return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
                         copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES], copies[QUEUES],
-                        copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, works)
+                        copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, named, works)
 
     def wait_for_change(self, timeout: float) -> None:
         self._changed.wait(timeout)

@@ -90,6 +90,7 @@ class PassViewBuilder:
 
     fit_mode: FitMode = FitMode.NODE_AWARE
     starvation_bound: int = 5
+    max_binds: int = 0  # a pass's binds at most (0: any number)
     jobs: JobViews = field(init=False)
     holdings: QuotaHoldings = field(default_factory=QuotaHoldings)
     running: RunningJobs = field(default_factory=RunningJobs)
@@ -148,7 +149,7 @@ class PassViewBuilder:
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
                         lost_since(snap), quota, preemption=preemption, timed=timed,
                         reservations=carried.reservations, cells=cells, waiting=waiting,
-                        gone=tuple(sorted(changes.gone)))
+                        gone=tuple(sorted(changes.gone)), max_binds=self.max_binds)
 
     def cells(self, snap: Snapshot, clusters: Mapping[str, ClusterView],
               quota: QuotaView | None) -> Cells:

@@ -126,9 +126,11 @@ class QueueState:
 
 def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, int]],
                   pending: Mapping[str, Sequence[str]],
-                  cells: Mapping[str, Mapping[str, int]] | None = None) -> list[QueueState]:
-    """One Queue per tree node; ``pending`` maps a leaf path to its waiting jobs in order,
-    ``cells`` a leaf to how many nodes of each member its guarantee owns."""
+                  cells: Mapping[str, Mapping[str, int]] | None = None,
+                  counts: Mapping[str, int] | None = None) -> list[QueueState]:
+    """One Queue per tree node; ``pending`` maps a leaf path to its first waiting jobs in
+    order, ``counts`` to how many wait in all (as many as listed when not given), ``cells``
+    a leaf to how many nodes of each member its guarantee owns."""
     names = queue_names(p.path for p in walk(root))
     tree_ref = f"{tree['metadata']['namespace']}/{tree['metadata']['name']}"
     out = []
@@ -137,6 +139,7 @@ def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, 
         used = usage.get(key, {})
         below = [p.key for p in walk(placed.node, placed.path[:-1])]
         waiting = [job for leaf in below for job in pending.get(leaf, [])]
+        count = sum((counts or {}).get(leaf, len(pending.get(leaf, []))) for leaf in below)
         admitted = used.get(MAX_JOBS, 0)
         summary = ", ".join(
             f"{_short(r)} {format_canonical(r, used.get(r, 0))}/{format_canonical(r, m)}"
@@ -145,7 +148,7 @@ def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, 
             "min": {r: format_canonical(r, v) for r, v in sorted(placed.node.min.items())},
             "max": {r: format_canonical(r, v) for r, v in sorted(placed.node.max.items())},
             "used": {r: format_canonical(r, v) for r, v in sorted(used.items()) if v},
-            "pending": len(waiting), "admitted": admitted, "usage": summary,
+            "pending": count, "admitted": admitted, "usage": summary,
             "pendingJobs": waiting[:50],
         }
         owned = (cells or {}).get(key)

@@ -11,13 +11,14 @@ its timers, and the writer what it is still writing.
 
 from __future__ import annotations
 
+import collections
+import heapq
 import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from fleet import metrics
 from fleet.clients.leases import LeaderElector
@@ -25,7 +26,7 @@ from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache, Changes, Snapshot
 from fleet.hub.collector import Collector
 from fleet.hub.dispatch import Dispatcher, now_text
-from fleet.hub.job_views import Context, stage_of
+from fleet.hub.job_views import Context
 from fleet.hub.mirror import aggregate, propagate_spec
 from fleet.hub.pass_view import Carried, PassViewBuilder, creation_order
 from fleet.hub.views import cluster_view, heartbeat_of
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 EXPORT_SECONDS = 1.0  # the members' gauges (scraped every 15-30 s) are refreshed this often
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 QUEUE_REPORT_SECONDS = 1.0  # the Queues' status (usage, pending) is written this often
+RETRY_SECONDS = 1.0  # a job whose mirror failed, or waits for its first report, is looked
+# at again this soon
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
@@ -52,10 +55,15 @@ class Settings:
     heartbeat_timeout: float = 15.0  # a member is lost when its agent is silent this long
     capacity_stale_after: float = 90.0  # no new work on a member whose report is this old
     resync_seconds: float = 2.0  # a pass runs at least this often (heartbeats age, leases)
-    full_pass_seconds: float = 1.0  # every bound job is looked at at least this often
+    # Placed jobs looked at each pass in turn, whatever happened (a slow sweep beside the
+    # changes and timers that bring them: nothing is missed for long).
+    sweep_per_pass: int = 32
     pass_gap_seconds: float = 0.05  # the least time between passes
     lease_namespace: str = "fleet-system"
     starvation_bound: int = 5
+    # Binds decided by one pass at most: a burst is placed over consecutive passes, each
+    # short (its writes flow and the lease is renewed between them).
+    max_binds_per_pass: int = 64
 
 
 @dataclass
@@ -68,8 +76,14 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         self.writer = Writer(self.cache, self.dispatcher, self.workers)
-        self.views = PassViewBuilder(self.settings.fit_mode, self.settings.starvation_bound)
-        self._next_full_pass = 0.0
+        self.views = PassViewBuilder(self.settings.fit_mode, self.settings.starvation_bound,
+                                     self.settings.max_binds_per_pass)
+        # When to look at a placed job again though nothing changed (the plan's look_at:
+        # tolerations, TTLs, reservation deadlines), as a heap, the latest time per uid.
+        self._timers: list[tuple[float, str]] = []
+        self._due: dict[str, float] = {}
+        self._members: dict[str, tuple[bool, str]] = {}  # ready and stale, last pass
+        self._sweep: collections.deque[str] = collections.deque()
         self._next_export = 0.0  # the members' gauges, refreshed at most once a second
         self._next_queue_report = 0.0  # the Queues' status, at most once a second
         # What the last plan left for the next (capacity held for preemptors, when to plan
@@ -77,6 +91,7 @@ class Scheduler:
         # planner itself keeps nothing. None: the next pass looks at every job.
         self._carried: Carried | None = None
         self._growing: set[str] = set()  # elastic jobs below their max: looked at each pass
+        self._placed: set[str] = set()  # jobs bound, going or finished: swept every second
         self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
@@ -108,11 +123,6 @@ class Scheduler:
         changes = self.cache.take_changed()
         snap = self.cache.snapshot()
         now = datetime.now(UTC)
-        # Bound jobs are looked at when they or their Works changed, and every one of them
-        # at least every ``full_pass_seconds`` (their clocks: failover, TTL, reservations).
-        full = time.monotonic() >= self._next_full_pass
-        if full:
-            self._next_full_pass = time.monotonic() + self.settings.full_pass_seconds
         clusters = [cluster_view(b, now, self.settings.heartbeat_timeout,
                                  snap.heartbeat_lease(b["metadata"]["name"]),
                                  self.settings.capacity_stale_after)
@@ -125,7 +135,8 @@ class Scheduler:
         carried = self._carried if self._carried is not None and not anew else Carried(
             *(self._carried.holds, self._carried.retry_at, self._carried.reservations)
             if self._carried is not None else ())
-        looked = self.jobs_to_look_at(snap, inflight, full, changes,
+        due = self.due(now.timestamp()) | self.on_flipped(snap, clusters) | self.swept()
+        looked = self.jobs_to_look_at(snap, inflight, due, changes,
                                       everything=carried.waiting is None)
         view = self.pass_view(snap, now, clusters, inflight, list(looked.values()), changes,
                               carried, context)
@@ -134,6 +145,11 @@ class Scheduler:
         observe_plan(plan, time.perf_counter() - started)
         self._carried = Carried(plan.holds, plan.retry_at, plan.reservations, plan.waiting)
         self._growing = {v.uid for v in view.jobs if _grows(v)}
+        self._placed -= changes.gone
+        self._placed |= {v.uid for v in view.jobs if v.stage is not Stage.WAITING}
+        self._placed -= {v.uid for v in view.jobs if v.stage is Stage.WAITING}
+        for uid, when in plan.look_at.items():
+            self.look_again(uid, when)
         ctx = PassContext(snap, now, looked, holdings_of(plan.binds, view))
         self.mirror(view, ctx)
         report = time.monotonic() >= self._next_queue_report
@@ -148,22 +164,55 @@ class Scheduler:
         next pass looks at every job again."""
         self._carried = None
 
-    def jobs_to_look_at(self, snap: Snapshot, inflight: Mapping[str, object], full: bool,
-                        changes: Changes, *, everything: bool = False) -> dict[str, Body]:
+    def look_again(self, uid: str, when: float) -> None:
+        """Look at the job (by uid) again at ``when`` at the latest."""
+        if self._due.get(uid, when + 1) > when:
+            self._due[uid] = when
+            heapq.heappush(self._timers, (when, uid))
+
+    def due(self, now: float) -> set[str]:
+        """Placed jobs whose time (the plan's ``look_at``) has come."""
+        out = set()
+        while self._timers and self._timers[0][0] <= now:
+            when, uid = heapq.heappop(self._timers)
+            if self._due.get(uid) == when:
+                del self._due[uid]
+                out.add(uid)
+        return out
+
+    def on_flipped(self, snap: Snapshot, clusters: Sequence[ClusterView]) -> set[str]:
+        """The jobs on members that became ready or not, fresh or stale, or left, since the
+        last pass (their shares' health changed with no change to them)."""
+        now = {c.name: (c.ready, c.stale_reason) for c in clusters}
+        flipped = {name for name in now.keys() | self._members.keys()
+                   if now.get(name) != self._members.get(name)}
+        self._members = now
+        if not flipped:
+            return set()
+        return {wk["spec"]["job"]["uid"] for wk in snap.works.values()
+                if wk["spec"]["placement"]["cluster"] in flipped}
+
+    def swept(self) -> set[str]:
+        """A few placed jobs in turn, every pass: each is looked at every few seconds."""
+        if not self._sweep:
+            self._sweep.extend(sorted(self._placed))
+        count = min(self.settings.sweep_per_pass, len(self._sweep))
+        return {self._sweep.popleft() for _ in range(count)}
+
+    def jobs_to_look_at(self, snap: Snapshot, inflight: Mapping[str, object],
+                        due: set[str], changes: Changes, *, everything: bool = False
+                        ) -> dict[str, Body]:
         """By key, in creation order: every job when ``everything``; else the changed ones
-        (or whose Works changed), growing elastic ones and, on a ``full`` pass, every one not
-        waiting; never one whose bind is being written."""
+        (or whose Works changed), growing elastic ones and the ``due`` ones (uids); never
+        one whose bind is being written."""
         if everything:
             candidates: list[Body] = list(snap.jobs.values())
         else:
             found = {key: body for key in changes.jobs if (body := snap.jobs.get(key))}
-            for uid in (*changes.work_jobs, *self._growing):
+            for uid in (*changes.work_jobs, *self._growing, *due):
                 body = snap.job_of(uid)
                 if body is not None:
                     found[Cache.key(body)] = body
-            if full:
-                found.update((key, body) for key, body in snap.jobs.items()
-                             if key not in found and not _waits(body))
             candidates = list(found.values())
         jobs: dict[str, Body] = {}
         skipped: set[tuple[str, str, str]] = set()
@@ -206,7 +255,7 @@ class Scheduler:
             job = ctx.looked[job_view.key]
             works = ctx.snap.works_of(job_view.uid)
             # What the two steps read: unchanged since they last ran without error, they
-            # would find nothing to write (at 10,000 bound jobs, every full pass ran them).
+            # would find nothing to write (a job looked at for its timer, say).
             versions = (job["metadata"].get("resourceVersion"),
                         tuple(wk["metadata"].get("resourceVersion") for wk in works))
             if self._mirrored.get(job_view.uid) == versions:
@@ -218,9 +267,11 @@ class Scheduler:
                 settled = running.result()
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
+                self.look_again(job_view.uid, view.now + RETRY_SECONDS)
                 continue
             self._mirrored.pop(job_view.uid, None)
-            if not settled:  # looked at again on the next full pass
+            if not settled:  # its first report is waited for a moment more
+                self.look_again(job_view.uid, view.now + RETRY_SECONDS)
                 continue
             if len(self._mirrored) >= MAX_MIRRORED:
                 self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
@@ -289,11 +340,6 @@ def export_clusters(snap: Snapshot, views: Sequence[ClusterView], now: datetime)
             metrics.CLUSTER_HEARTBEAT_AGE.labels(view.name).set(
                 max(0.0, (now - beat).total_seconds()))
     metrics.forget_clusters(bodies)
-
-
-def _waits(job: Mapping[str, Any]) -> bool:
-    """An unchanged job still to decide: not bound, not going, not finished."""
-    return stage_of(job) is Stage.WAITING
 
 
 def _grows(view: JobView) -> bool:

@@ -9,7 +9,6 @@ takes its capacity as assumed. Everything else is written in plan order before t
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -79,13 +78,9 @@ class PassContext:
     holdings: Mapping[str, Holding] = field(default_factory=dict)
 
     def job(self, key: str) -> Body | None:
-        """A job of the snapshot; one the pass did not look at (a preemption's victim) is
-        found through an index built only then."""
-        return self.looked.get(key) or self._all_jobs.get(key)
-
-    @functools.cached_property
-    def _all_jobs(self) -> dict[str, Body]:
-        return {JobKey.of_body(j): j for j in self.snap.jobs.values()}
+        """A job of the snapshot (one the pass did not look at: a waiting job it carried, a
+        preemption's victim)."""
+        return self.looked.get(key) or self.snap.job_named(key)
 
     def works(self, job: Body) -> dict[str, Body]:
         uid = job["metadata"]["uid"]
@@ -485,7 +480,7 @@ class Writer:
         pending_names = {leaf: [f"{JobKey(k).namespace}/{JobKey(k).name}" for k in keys]
                          for leaf, keys in report.pending.items()}
         for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names,
-                                     report.cells):
+                                     report.cells, report.waiting):
             self.dispatcher.publish_queue(state.body, ctx.snap.queues)
             status = state.body["status"]
             key = "/".join(state.path)

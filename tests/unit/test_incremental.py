@@ -62,14 +62,14 @@ class World:
                 if job.quota is not None and bind.admitted_at]
 
     def view(self, now: float, jobs: Sequence[JobView], waiting: Waiting | None,
-             ledger: QuotaLedger | None) -> PassView:
+             ledger: QuotaLedger | None, max_binds: int = 0) -> PassView:
         capacity = self.capacity()
         quota = None
         if self.root is not None:
             quota = QuotaView(self.root, ledger=ledger or QuotaLedger.of(self.root,
                                                                          self.holdings()))
         return PassView(now, f"{now:015.3f}", tuple(jobs), capacity, capacity, quota=quota,
-                        waiting=waiting)
+                        waiting=waiting, max_binds=max_binds)
 
 
 @st.composite
@@ -130,6 +130,7 @@ def drive(base: dict[str, ClusterView], root: QuotaNode | None, data: st.DataObj
     ledger = QuotaLedger.of(root, []) if root is not None else None
     made = 0
     log: list[str] = []
+    cap = data.draw(st.sampled_from((0, 0, 1, 2)))  # a pass's binds at most
     for step in range(data.draw(st.integers(1, 12))):
         now = 1000.0 + step
         new = data.draw(arrivals(made, now))
@@ -152,10 +153,10 @@ def drive(base: dict[str, ClusterView], root: QuotaNode | None, data: st.DataObj
                 each.base[name] = replace(each.base[name], node_groups=(
                     *each.base[name].node_groups, more))
         everyone = list(waiting_jobs.values())
-        reference = plan_pass(reference_world.view(now, everyone, None, None),
+        reference = plan_pass(reference_world.view(now, everyone, None, None, cap),
                               singletons=not incremental)
-        plan = plan_pass(world.view(now, new, carried, ledger) if incremental
-                         else world.view(now, everyone, None, None))
+        plan = plan_pass(world.view(now, new, carried, ledger, cap) if incremental
+                         else world.view(now, everyone, None, None, cap))
         log += [f"{step}: ended {ended}"]
         assert binds(plan) == binds(reference), "\n".join([
             *log, f"reference {binds(reference)}", f"under test {binds(plan)}",

@@ -28,7 +28,7 @@ def test_an_incremental_hub_binds_as_a_fresh_one() -> None:
         clusters = [cluster_view(b, now, 15.0, snap.heartbeat_lease(b["metadata"]["name"]))
                     for b in snap.clusters.values()]
         fresh = Scheduler(scheduler.cache, scheduler.dispatcher, scheduler.elector)
-        looked = fresh.jobs_to_look_at(snap, {}, True, Changes(), everything=True)
+        looked = fresh.jobs_to_look_at(snap, {}, set(), Changes(), everything=True)
         carried = scheduler._carried or Carried()
         expected = plan_pass(fresh.pass_view(
             snap, now, clusters, {}, list(looked.values()),

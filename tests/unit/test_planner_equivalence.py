@@ -173,7 +173,7 @@ def hub_plan(state: State) -> Plan:
     # the last plan's preemption state, by the hub's uids
     carried = Carried({f"uid-{k}": v for k, v in sim.holds.items()},
                       {f"uid-{k}": v for k, v in sim.retry_at.items()})
-    looked = hub.jobs_to_look_at(snap, {}, True, Changes(), everything=True)
+    looked = hub.jobs_to_look_at(snap, {}, set(), Changes(), everything=True)
     return plan_pass(hub.pass_view(snap, when, clusters, {}, list(looked.values()),
                                    carried=carried, stamp=now))
 
