@@ -261,9 +261,14 @@ class AdmissionPass:
     def _within_guarantee(self, leaf: PlacedNode, job: Job) -> bool:
         """Every resource ``job`` asks for that its leaf guarantees stays within ``min``, and
         it asks for at least one guaranteed resource."""
-        within = add(self._usage[leaf.key], job.request)
-        guaranteed = [r for r in job.request if r in leaf.node.min and job.request[r]]
-        return bool(guaranteed) and all(within[r] <= leaf.node.min[r] for r in guaranteed)
+        used, minimum = self._usage[leaf.key], leaf.node.min
+        guaranteed = False
+        for resource, amount in job.request.items():
+            if amount and resource in minimum:
+                if used.get(resource, 0) + amount > minimum[resource]:
+                    return False
+                guaranteed = True
+        return guaranteed
 
     def _borrowing_paused_by(self, leaf: PlacedNode, job: Job) -> Job | None:
         """A job of another leaf that waits for quota within its guarantee: while one does,

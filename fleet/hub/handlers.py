@@ -139,6 +139,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
                               os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90"))),
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
+    threading.Thread(target=scheduler.reporting.run, args=(_STOP, lambda: elector.leading),
+                     name="reporting", daemon=True).start()
     mirrors = mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
     threading.Thread(target=mirrors.run, args=(_STOP,), name="mirrors", daemon=True).start()
     metrics.ready_when("started", lambda: True)

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from fleet import metrics
@@ -29,11 +29,12 @@ from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.hub.job_views import Context
 from fleet.hub.mirror import aggregate, propagate_spec
 from fleet.hub.pass_view import Carried, PassViewBuilder, creation_order
-from fleet.hub.views import cluster_view, heartbeat_of
+from fleet.hub.reporting import Reporting
+from fleet.hub.views import cluster_view
 from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
 from planner import PassView, Plan, plan_pass
-from planner.intents import Bind, QueueReport
+from planner.intents import Bind
 from planner.view import JobView, Stage
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
@@ -41,12 +42,10 @@ from propagation.views import ClusterView, FitMode
 from quota.engine import Holding, Job
 
 log = logging.getLogger(__name__)
-EXPORT_SECONDS = 1.0  # the members' gauges (scraped every 15-30 s) are refreshed this often
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 QUEUE_REPORT_SECONDS = 1.0  # the Queues' status (usage, pending) is written this often
 RETRY_SECONDS = 1.0  # a job whose mirror failed, or waits for its first report, is looked
 # at again this soon
-STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Settings:
     starvation_bound: int = 5
     # Binds decided by one pass at most: a burst is placed over consecutive passes, each
     # short (its writes flow and the lease is renewed between them).
-    max_binds_per_pass: int = 64
+    max_binds_per_pass: int = 32
 
 
 @dataclass
@@ -84,7 +83,6 @@ class Scheduler:
         self._due: dict[str, float] = {}
         self._members: dict[str, tuple[bool, str]] = {}  # ready and stale, last pass
         self._sweep: collections.deque[str] = collections.deque()
-        self._next_export = 0.0  # the members' gauges, refreshed at most once a second
         self._next_queue_report = 0.0  # the Queues' status, at most once a second
         # What the last plan left for the next (capacity held for preemptors, when to plan
         # again for a job that had no plan, backfill's reservation, the waiting jobs): the
@@ -92,7 +90,7 @@ class Scheduler:
         self._carried: Carried | None = None
         self._growing: set[str] = set()  # elastic jobs below their max: looked at each pass
         self._placed: set[str] = set()  # jobs bound, going or finished: swept every second
-        self._staleness_sent: dict[str, tuple[str, float]] = {}  # cluster -> (status, when)
+        self.reporting = Reporting(self.dispatcher, self.writer.submit)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
         self.collector = Collector()
@@ -127,10 +125,6 @@ class Scheduler:
                                  snap.heartbeat_lease(b["metadata"]["name"]),
                                  self.settings.capacity_stale_after)
                     for b in snap.clusters.values()]
-        self._show_staleness(snap, clusters)
-        if time.monotonic() >= self._next_export:  # a walk over every member's series
-            self._next_export = time.monotonic() + EXPORT_SECONDS
-            export_clusters(snap, clusters, now)
         context, anew = self.views.context(snap)
         carried = self._carried if self._carried is not None and not anew else Carried(
             *(self._carried.holds, self._carried.retry_at, self._carried.reservations)
@@ -138,8 +132,11 @@ class Scheduler:
         due = self.due(now.timestamp()) | self.on_flipped(snap, clusters) | self.swept()
         looked = self.jobs_to_look_at(snap, inflight, due, changes,
                                       everything=carried.waiting is None)
-        view = self.pass_view(snap, now, clusters, inflight, list(looked.values()), changes,
-                              carried, context)
+        report = time.monotonic() >= self._next_queue_report
+        if report:
+            self._next_queue_report = time.monotonic() + QUEUE_REPORT_SECONDS
+        view = replace(self.pass_view(snap, now, clusters, inflight, list(looked.values()),
+                                      changes, carried, context), report_queues=report)
         started = time.perf_counter()
         plan = plan_pass(view)
         observe_plan(plan, time.perf_counter() - started)
@@ -152,11 +149,8 @@ class Scheduler:
             self.look_again(uid, when)
         ctx = PassContext(snap, now, looked, holdings_of(plan.binds, view))
         self.mirror(view, ctx)
-        report = time.monotonic() >= self._next_queue_report
-        if report:
-            self._next_queue_report = time.monotonic() + QUEUE_REPORT_SECONDS
-        self.writer.write(plan.intents if report else
-                          [i for i in plan.intents if not isinstance(i, QueueReport)], ctx)
+        self.writer.write(plan.intents, ctx)
+        self.reporting.offer(snap, clusters, now, plan.queues)
         return plan
 
     def forget(self) -> None:
@@ -284,34 +278,6 @@ class Scheduler:
                        works)
         return aggregate(self.dispatcher, self.cache, job, adapter, works, stamp, now)
 
-    def _show_staleness(self, snap: Snapshot, views: Sequence[ClusterView]) -> None:
-        """Keep each MemberCluster's CapacityStale condition (the hub's own) current. The
-        writes go to the writer's pool, not the pass: at start-up every member needs one, and
-        a hundred applies in a row held up the first decisions. A condition sent is not sent
-        again until the cache shows it, or STALENESS_RESEND_SECONDS pass (a failed write)."""
-        sent = self._staleness_sent
-        bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
-        for view in views:
-            conditions = ((bodies.get(view.name) or {}).get("status") or {}).get("conditions") \
-                or []
-            current = next((c for c in conditions if c.get("type") == "CapacityStale"), None)
-            wanted = "True" if view.stale_reason else "False"
-            if current is not None and current.get("status") == wanted:
-                sent.pop(view.name, None)
-                continue
-            last = sent.get(view.name)
-            if last is not None and last[0] == wanted and \
-                    time.monotonic() - last[1] < STALENESS_RESEND_SECONDS:
-                continue
-            sent[view.name] = (wanted, time.monotonic())
-            self.writer.submit(self.dispatcher.set_cluster_condition, view.name, {
-                "type": "CapacityStale", "status": wanted,
-                "reason": "ReportTooOld" if view.stale_reason else "ReportFresh",
-                "message": view.stale_reason or "capacity report is current",
-                "lastTransitionTime": now_text()})
-        for name in set(sent) - set(bodies):  # removed members
-            sent.pop(name)
-
 def observe_plan(plan: Plan, seconds: float) -> None:
     """Decision metrics. Division time is the pass's planning time shared among the jobs it
     divided (the planner reads no clock)."""
@@ -324,22 +290,6 @@ def observe_plan(plan: Plan, seconds: float) -> None:
     for _ in range(placed + unschedulable):
         metrics.DECISION_SECONDS.observe(seconds / (placed + unschedulable))
     metrics.PENDING_JOBS.set(len(plan.waits))
-
-
-def export_clusters(snap: Snapshot, views: Sequence[ClusterView], now: datetime) -> None:
-    bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
-    for view in views:
-        body = bodies.get(view.name) or {}
-        capacity = (body.get("status") or {}).get("capacity") or {}
-        metrics.CLUSTER_READY.labels(view.name).set(1 if view.ready else 0)
-        metrics.CLUSTER_FREE_GPUS.labels(view.name).set(view.free.get("nvidia.com/gpu", 0))
-        metrics.set_cluster(view.name, capacity.get("allocatable") or {},
-                            capacity.get("free") or {})
-        beat = heartbeat_of(body, snap.heartbeat_lease(view.name))
-        if beat is not None:
-            metrics.CLUSTER_HEARTBEAT_AGE.labels(view.name).set(
-                max(0.0, (now - beat).total_seconds()))
-    metrics.forget_clusters(bodies)
 
 
 def _grows(view: JobView) -> bool:

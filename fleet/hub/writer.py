@@ -56,14 +56,10 @@ from planner.intents import (
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from quota.engine import Holding
-from quota.tree import leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
-# Counting running jobs per queue walks every job: for a gauge scraped every 30 s, not
-# on every pass.
-RUNNING_METRIC_SECONDS = 5.0
 ROLLED_BACK = "reservation rolled back"  # how a rolled-back job's requeue reason starts
 
 
@@ -119,7 +115,6 @@ class Writer:
     _inflight: dict[str, tuple[dict[str, list[Resources]], Holding | None]] = field(
         default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf): a metric
     failures: FailureLog = field(default_factory=FailureLog)
 
     def __post_init__(self) -> None:
@@ -156,8 +151,8 @@ class Writer:
             job = ctx.job(intent.job) if not isinstance(intent, QueueReport) else None
             try:
                 if isinstance(intent, QueueReport):
-                    self.publish_queues(intent, ctx)
-                elif job is None:
+                    continue  # (fleet.hub.reporting publishes the Queues)
+                if job is None:
                     continue
                 elif isinstance(intent, Bind):
                     self.start_bind(intent, job, ctx)
@@ -464,56 +459,7 @@ class Writer:
             self.dispatcher.event(job, why.reason, why.message)  # once as it starts
         return status
 
-    def publish_queues(self, report: QueueReport, ctx: PassContext) -> None:
-        tree = q.active_tree(ctx.snap)
-        if tree is None:
-            return
-        names = leaf_queue_names(tree[1])
-        for leaf in report.pending:
-            oldest = parse_time(report.oldest.get(leaf))
-            metrics.QUEUE_PENDING_AGE.labels(names[leaf]).set(
-                (ctx.now - oldest).total_seconds() if oldest else 0)
-        if time.monotonic() - self._running[0] >= RUNNING_METRIC_SECONDS:
-            self._running = (time.monotonic(), running_by_leaf(ctx.snap))
-        running = self._running[1]
-        nodes = {p.key: p.node for p in walk(tree[1])}
-        pending_names = {leaf: [f"{JobKey(k).namespace}/{JobKey(k).name}" for k in keys]
-                         for leaf, keys in report.pending.items()}
-        for state in q.queue_objects(tree[0], tree[1], report.usage, pending_names,
-                                     report.cells, report.waiting):
-            self.dispatcher.publish_queue(state.body, ctx.snap.queues)
-            status = state.body["status"]
-            key = "/".join(state.path)
-            metrics.QUEUE_PENDING.labels(state.name).set(status["pending"])
-            if nodes[key].is_leaf:
-                metrics.QUEUE_CELL_NODES.labels(state.name).set(
-                    sum(report.cells.get(key, {}).values()))
-            metrics.QUEUE_ADMITTED.labels(state.name).set(status["admitted"])
-            metrics.QUEUE_RUNNING.labels(state.name).set(
-                sum(n for leaf, n in running.items() if leaf == key or
-                    leaf.startswith(key + "/")))
-            node = nodes[key]
-            metrics.set_quota(state.name, node.min, node.max, report.usage.get(key, {}))
-
     def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
         written = self.dispatcher.write_status(job, adapter, status)
         if written is not None:
             self.cache.upsert("jobs", written)
-
-
-def running_by_leaf(snap: Snapshot) -> dict[str, int]:
-    """Admitted jobs whose state is Running, counted at their quota leaf."""
-    tree = q.active_tree(snap)
-    if tree is None:
-        return {}
-    leaves = leaves_by_namespace(tree[1])
-    out: dict[str, int] = {}
-    for job in snap.jobs.values():
-        meta = job["metadata"]
-        leaf = leaves.get(meta.get("namespace", ""))
-        if leaf is None or q.ADMITTED_AT not in (meta.get("annotations") or {}):
-            continue
-        if adapter_for(job["apiVersion"], job["kind"]).state(job.get("status")) == "Running":
-            out[leaf.key] = out.get(leaf.key, 0) + 1
-    return out
-
