@@ -30,6 +30,7 @@ PLACEMENT = f"{GROUP}/placement"  # the shares of the bind, as encode_placement 
 CLUSTERS = f"{GROUP}/clusters"  # the bound clusters, comma-separated (for people and kubectl)
 FINALIZER = f"{GROUP}/dispatch"  # held while the job has Works
 ADMITTED_AT = f"{GROUP}/admitted-at"  # admitted through a queue: it holds quota while bound
+ADMITTED_BY = f"{GROUP}/admitted-by"  # the quota leaf that admitted it ("root/team-a")
 REQUEUE = f"{GROUP}/requeue"  # going back to its queue (preempted, failed over): the reason
 # When a job that ran was sent back to its queue (until it is bound again): its queue's
 # starvation count starts there, not at its creation (quota.engine.Job.waiting_since).
@@ -86,7 +87,7 @@ RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
 # whole nodes, and one tenant's small jobs do not break up the nodes another's guarantee needs.
 TENANT = f"{GROUP}/tenant"
 # The annotations above that stay on the hub job: its member copies never carry them.
-HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, REQUEUE, REQUEUED_AT, FAILOVER_SINCE,
+HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, ADMITTED_BY, REQUEUE, REQUEUED_AT, FAILOVER_SINCE,
             FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT, TENANT)
 
 # -- on a Work ------------------------------------------------------------------------------

@@ -70,7 +70,8 @@ class Dispatcher:
         meta = job["metadata"]
         finalizers = [f for f in meta.get("finalizers") or [] if f != p.FINALIZER]
         patch = {"metadata": {"finalizers": finalizers, "annotations": {
-            p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.REQUEUE: None,
+            p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.ADMITTED_BY: None,
+            p.REQUEUE: None,
             **(extra or {})}}}
         try:
             return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])

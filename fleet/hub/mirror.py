@@ -15,6 +15,7 @@ from typing import Any
 from fleet.api.protocol import reported_job_status
 from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
+from fleet.hub import queueing as q
 from fleet.hub import reservations
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Cache
@@ -114,7 +115,7 @@ def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdap
         status = adapter.bound_status(current, clusters, "bound to " + ", ".join(clusters)
                                       + "; no member has reported the job yet", stamp)
     failure = mf.replica_failure(works)
-    status = el.with_resized(mf.with_replica_failure(status, failure), job)
+    status = q.with_admitted(el.with_resized(mf.with_replica_failure(status, failure), job), job)
     status = reservations.with_condition(status, reservations.condition(works, stamp, current))
     status["clusters"] = clusters
     if differs(current, status):

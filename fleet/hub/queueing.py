@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.api.protocol import QUOTA_TREE_LABEL, REQUEUED_AT
+from fleet.api.protocol import ADMITTED_BY, QUOTA_TREE_LABEL, REQUEUED_AT
 from fleet.api.quantity import format_canonical
 from fleet.hub import dispatch
 from fleet.hub import works as w
@@ -106,6 +106,20 @@ def holding(job: Mapping[str, Any], classes: Mapping[str, int],
     if adapter_for(job["apiVersion"], job["kind"]).is_finished(job):
         return None
     return Holding(as_quota_job(job, classes, demand_of(job)), annotations[ADMITTED_AT])
+
+
+def with_admitted(status: Body, job: Mapping[str, Any]) -> Body:
+    """A bound job's status with its ``Admitted`` condition: which quota admitted it, and
+    when (from its marks: no write of its own, it goes with the job's first status)."""
+    annotations = job["metadata"].get("annotations") or {}
+    by, at = annotations.get(ADMITTED_BY), annotations.get(ADMITTED_AT)
+    if not by or not at:
+        return status
+    said = {"type": "Admitted", "status": "True", "reason": "QuotaAdmitted",
+            "message": f"admitted by quota {by}", "lastTransitionTime": at,
+            "lastUpdateTime": at}
+    kept = [c for c in status.get("conditions") or [] if c.get("type") != "Admitted"]
+    return {**status, "conditions": [*kept, said]}
 
 
 def queue_policies(snap: Snapshot, names: Mapping[tuple[str, ...], str]) -> dict[str, QueuePolicy]:

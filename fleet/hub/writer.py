@@ -235,6 +235,7 @@ class Writer:
             failed_over = parse_time((meta.get("annotations") or {}).get(w.FAILOVER_SINCE))
             extra: dict[str, str | None] = {
                 q.ADMITTED_AT: bind.admitted_at or None,
+                p.ADMITTED_BY: bind.admitted_by or None,
                 w.PURGE_MODE: bind.purge_mode or None,
                 w.FAILOVER_SINCE: None,
                 w.FAILOVER_AVOID: None,
@@ -272,8 +273,7 @@ class Writer:
                 names = leaf_queue_names(tree[1]) if tree else {}
                 stages.CLOCK.dispatched(meta, bind.admitted_at or None, bound_at, time.time(),
                                         names.get(bind.admitted_by, ""))
-            if bind.admitted_by:
-                self.dispatcher.event(bound, "Admitted", f"admitted by quota {bind.admitted_by}")
+            if bind.admitted_by:  # (said by the job's Admitted condition: no event of its own)
                 metrics.ADMISSIONS.inc()
             if bind.sized:
                 self.dispatcher.event(bound, "Resized", bind.sized)
@@ -286,8 +286,8 @@ class Writer:
                 self.dispatcher.event(bound, p.RESERVING, "reserving the nodes of every share "
                                       "before any pod starts: " + ", ".join(bind.clusters))
             if bound.get("status"):  # it said it waits: say at once that it no longer does
-                self.write_status(bound, adapter, adapter.bound_status(
-                    bound.get("status"), list(bind.clusters), bind.reason, now_text()))
+                self.write_status(bound, adapter, q.with_admitted(adapter.bound_status(
+                    bound.get("status"), list(bind.clusters), bind.reason, now_text()), bound))
             # else its first status comes from its members' first report (the mirror)
             log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
         except Exception:
