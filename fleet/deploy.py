@@ -140,7 +140,7 @@ def hub_rules() -> list[Body]:
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
               ["get", "patch"], [WEBHOOK_CONFIGURATION]),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
-        # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.mirrors)
+        # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.pod_mirrors)
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
         _rule([""], ["pods/status"], ["patch"]),
         _rule([""], ["nodes"], ["get", "list", "create", "patch", "delete"]),

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 
 from planner.intents import Wait
-from planner.view import JobView, Reservation, TimedJob
+from planner.view import BackfillReservation, JobView, TimedJob
 from preemption.freed import with_freed
 from propagation.division import divide
 from propagation.resources import GPU, Resources
@@ -61,12 +61,12 @@ def amounts_text(total: Mapping[str, int]) -> str:
     return ", ".join(f"{amount} {name}" for name, amount in sorted(total.items())) or "nothing"
 
 
-def when(reservation: Reservation) -> str:
+def when(reservation: BackfillReservation) -> str:
     return "as soon as they end (past their expected end)" if reservation.overdue \
         else clock_text(reservation.start)
 
 
-def head_message(reservation: Reservation, why_not_now: str) -> str:
+def head_message(reservation: BackfillReservation, why_not_now: str) -> str:
     waits_for = reservation.waits_for
     shown = ", ".join(waits_for[:SHOWN])
     more = f" and {len(waits_for) - SHOWN} more" if len(waits_for) > SHOWN else ""
@@ -75,7 +75,7 @@ def head_message(reservation: Reservation, why_not_now: str) -> str:
             f"then (now: {why_not_now})")
 
 
-def kept_back_message(reservation: Reservation, runtime: float | None, now: float) -> str:
+def kept_back_message(reservation: BackfillReservation, runtime: float | None, now: float) -> str:
     head = (f"kept back for {reservation.head}, which holds "
             f"{amounts_text(reservation.holds)} from {when(reservation)}: ")
     if runtime is None:
@@ -84,13 +84,13 @@ def kept_back_message(reservation: Reservation, runtime: float | None, now: floa
     return head + f"it would run until {clock_text(now + runtime)}, past then"
 
 
-def ends_before(job: JobView, reservation: Reservation, now: float) -> bool:
+def ends_before(job: JobView, reservation: BackfillReservation, now: float) -> bool:
     """Whether ``job`` surely ends before the head could start (it may backfill)."""
     return job.runtime is not None and now + job.runtime <= reservation.start
 
 
 def reserve(job: JobView, fleet: Sequence[ClusterView], timed: Sequence[TimedJob],
-            now: float) -> tuple[Reservation, list[ClusterView]] | None:
+            now: float) -> tuple[BackfillReservation, list[ClusterView]] | None:
     """The earliest time ``job`` fits once running jobs of known runtime end, and the fleet
     as it will be then (capacity taken now stays taken); None when it would not fit even
     with all of them ended (its start is unknown, or never)."""
@@ -121,7 +121,7 @@ def reserve(job: JobView, fleet: Sequence[ClusterView], timed: Sequence[TimedJob
     while low + 1 < len(ordered) and ordered[low + 1].ends == ordered[low].ends:
         low += 1  # jobs ending at the same moment are freed together
     start = ordered[low].ends
-    return (Reservation(job.key, max(start, now), demand.total,
+    return (BackfillReservation(job.key, max(start, now), demand.total,
                         tuple(t.key for t in ordered[:low + 1]), overdue=start <= now),
             freed(low))
 
@@ -132,13 +132,13 @@ class Backfill:
     started after the head is checked against it, and what it keeps past then taken out.
     Without that fleet (a remembered reservation) only jobs that end first pass."""
 
-    reservation: Reservation
+    reservation: BackfillReservation
     head: JobView
     at_start: dict[str, ClusterView] | None
 
     @classmethod
     def start(cls, head: JobView, fleet: Sequence[ClusterView], timed: Sequence[TimedJob],
-              now: float, remembered: Mapping[str, Reservation]) -> Backfill | None:
+              now: float, remembered: Mapping[str, BackfillReservation]) -> Backfill | None:
         found = reserve(head, fleet, timed, now) if timed else None
         if found is not None:
             reservation, at_start = found

@@ -21,7 +21,7 @@ from planner.backfill import KEPT_BACK, RESERVE_TRIES, Backfill, ends_before
 from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requests
 from planner.preempting import PreemptionPass
 from planner.reserving import waiting_after_rollback
-from planner.view import Hold, JobView, PassView, Reservation, Stage, TimedJob
+from planner.view import BackfillReservation, Hold, JobView, PassView, Stage, TimedJob
 from planner.waiting import ClassKey, Parked, Waiting, after, at, heads
 from planner.waking import may_use, members_freed
 from preemption.freed import taken_between
@@ -52,7 +52,7 @@ class Decided:
     waiting: Waiting  # for the next pass's view
     holds: Mapping[str, Hold] = field(default_factory=dict)
     retry_at: Mapping[str, float] = field(default_factory=dict)
-    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid
+    reservations: Mapping[str, BackfillReservation] = field(default_factory=dict)  # by head uid
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from planner.bound import next_look, settle
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
-from planner.view import Hold, PassView, Reservation
+from planner.view import BackfillReservation, Hold, PassView
 from planner.waiting import Waiting
 
 
@@ -24,7 +24,7 @@ class Plan:
     holds: Mapping[str, Hold] = field(default_factory=dict)
     retry_at: Mapping[str, float] = field(default_factory=dict)
     # Backfill: the reservation made, for the next pass's view.
-    reservations: Mapping[str, Reservation] = field(default_factory=dict)
+    reservations: Mapping[str, BackfillReservation] = field(default_factory=dict)
     # The jobs still waiting, by class, with the classes parked: for the next pass's view.
     waiting: Waiting = field(default_factory=Waiting)
     # When to look at a placed job again though nothing about it changes (by uid): its

@@ -184,7 +184,7 @@ class TimedJob:
 
 
 @dataclass(frozen=True)
-class Reservation:
+class BackfillReservation:
     """Backfill: the first gang that does not fit holds what it needs from ``start``, when
     the running jobs ``waits_for`` will have ended. Each plan returns the one it made, and the
     next view brings it back: it stands while its start cannot be computed again."""
@@ -209,7 +209,7 @@ class PassView:
     # Running jobs with a known end, for backfill: the first gang that does not fit gets a
     # reservation from the time enough of them end. Empty: no reservation, no backfill.
     timed: tuple[TimedJob, ...] = ()
-    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # by head uid
+    reservations: Mapping[str, BackfillReservation] = field(default_factory=dict)  # by head uid
     # Reservation mode: how long every member of a placement has to confirm its reservation,
     # and how long a job rolled back waits before it is placed again.
     reserve_seconds: float = 60.0

@@ -31,6 +31,9 @@ CLUSTERS = f"{GROUP}/clusters"  # the bound clusters, comma-separated (for peopl
 FINALIZER = f"{GROUP}/dispatch"  # held while the job has Works
 ADMITTED_AT = f"{GROUP}/admitted-at"  # admitted through a queue: it holds quota while bound
 ADMITTED_BY = f"{GROUP}/admitted-by"  # the quota leaf that admitted it ("root/team-a")
+# On every object the hub leader changes (a job's marks, a Work): the leader's term, which
+# the API server compares with the hub's Lease (the fleet-leader-term admission policy).
+TERM = f"{GROUP}/term"
 REQUEUE = f"{GROUP}/requeue"  # going back to its queue (preempted, failed over): the reason
 # When a job that ran was sent back to its queue (until it is bound again): its queue's
 # starvation count starts there, not at its creation (quota.engine.Job.waiting_since).
@@ -87,8 +90,9 @@ RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
 # whole nodes, and one tenant's small jobs do not break up the nodes another's guarantee needs.
 TENANT = f"{GROUP}/tenant"
 # The annotations above that stay on the hub job: its member copies never carry them.
-HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, ADMITTED_BY, REQUEUE, REQUEUED_AT, FAILOVER_SINCE,
-            FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT, RESERVED_PLACEMENT, TENANT)
+HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, ADMITTED_BY, TERM, REQUEUE, REQUEUED_AT,
+            FAILOVER_SINCE, FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT,
+            RESERVED_PLACEMENT, TENANT)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's
@@ -114,7 +118,7 @@ CLUSTER_LABEL = f"{GROUP}/cluster"  # a member's namespace, MemberCluster and he
 AGENT_HEARTBEAT = f"{GROUP}/agent-heartbeat"  # label of the Lease each agent renews
 HEARTBEAT_LEASE = "fleet-agent"  # its name, in the member's hub namespace
 PROPAGATED_LABEL = f"{GROUP}/propagated"  # on member objects fleet made (and may replace)
-# Mirror pods on the hub (fleet.hub.mirrors): the annotation a policy or job turns them on
+# Mirror pods on the hub (fleet.hub.pod_mirrors): the annotation a policy or job turns them on
 # with ("true"), and the label each mirror carries, naming the member that runs its pod.
 MIRROR_PODS = f"{GROUP}/mirror-pods"
 MIRROR_OF = f"{GROUP}/mirror-of"

@@ -332,11 +332,15 @@ class Kube:
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
                propagation: str = "Background", uid: str | None = None,
-               grace_period_seconds: int | None = None) -> bool:
-        """Delete; False when it was already gone."""
+               grace_period_seconds: int | None = None,
+               resource_version: str | None = None) -> bool:
+        """Delete; False when it was already gone. ``uid`` and ``resource_version`` are
+        preconditions: the object must still be that one, at that version (else Conflict)."""
         options: Body = {"propagationPolicy": propagation}
-        if uid:
-            options["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version))
+                         if v}
+        if preconditions:
+            options["preconditions"] = preconditions
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         path = resource.path(namespace, name)

@@ -1,16 +1,36 @@
-"""Leader election over a Lease, so that of several replicas (hub or agent) exactly one acts.
+"""Leader election over a Lease, so that of several replicas (hub or agent) exactly one acts,
+and one that may no longer act knows it before another can.
 
-A replica leads while it holds the Lease and renews it within ``lease_seconds``. Every write to
-the Lease is a replace guarded by its resourceVersion, so two replicas racing for an expired
-Lease cannot both win.
+As client-go's leader election does:
+
+- The Lease is renewed on a thread of its own every ``retry_seconds``, whatever the replica is
+  busy with (a scheduling pass longer than the lease once let a standby take over while the
+  leader kept writing).
+- A leader leads while its last renewal *sent* is younger than ``renew_deadline`` (shorter
+  than the lease): past it, :attr:`LeaderElector.leading` is False at once and every write
+  the replica guards with :meth:`LeaderElector.fence` is refused, before a standby may take
+  over.
+- A standby judges a Lease expired by when it *observed* the record last change, on its own
+  monotonic clock, never by comparing the holder's ``renewTime`` with its own clock: clock
+  skew between replicas moves nothing. It takes over only ``lease_seconds`` after that.
+
+Each acquisition starts a new *term*: the Lease's ``leaseTransitions`` as this replica set
+it. A request already sent cannot be recalled, so the writes that must never happen twice
+carry the term (:data:`fleet.api.protocol.TERM`) and the API server refuses those of an
+ended term (the ``fleet-leader-term`` ValidatingAdmissionPolicy, against the Lease itself).
+Every write to the Lease is a replace guarded by its resourceVersion, so two replicas racing
+for it cannot both win.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from fleet.clients import errors
@@ -20,23 +40,70 @@ from fleet.clients.kube import Kube
 log = logging.getLogger(__name__)
 
 
+class NotLeading(RuntimeError):
+    """A write refused here: this replica does not lead (or no longer knows it does)."""
+
+
 def _micro(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
 class LeaderElector:
     def __init__(self, kube: Kube, namespace: str, name: str, *,
-                 lease_seconds: int = 10, identity: str | None = None) -> None:
+                 lease_seconds: int = 10, identity: str | None = None,
+                 renew_deadline: float | None = None, retry_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         self.name = name
         self.lease_seconds = lease_seconds
+        # client-go's defaults keep these ratios: 15 s lease, 10 s deadline, 2 s retry
+        self.renew_deadline = renew_deadline if renew_deadline is not None \
+            else lease_seconds * 2 / 3
+        self.retry_seconds = retry_seconds if retry_seconds is not None else lease_seconds / 5
         self.identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-        self.leading = False
+        self.clock = clock
+        self.term = 0  # the lease's transitions when this replica last acquired it
+        self._renewed_at: float | None = None  # when the last successful renewal was sent
+        self._observed: tuple[object, float] | None = None  # (record, when first seen)
+        self._lock = threading.Lock()
+        self._was_leading = False
+
+    # -- what the replica asks ------------------------------------------------------------
+    @property
+    def leading(self) -> bool:
+        """Whether this replica leads now: it holds the Lease and renewed it within its
+        renew deadline (by its own clock, from when the renewal was sent)."""
+        with self._lock:
+            renewed = self._renewed_at
+        return renewed is not None and self.clock() - renewed < self.renew_deadline
+
+    def fence(self) -> int:
+        """The term to write under; raises NotLeading when this replica may not write."""
+        if not self.leading:
+            raise NotLeading(f"{self.identity} does not lead {self.namespace}/{self.name}")
+        return self.term
+
+    # -- the renewing thread ----------------------------------------------------------------
+    def run(self, stop: threading.Event, on_change: Callable[[bool], None] | None = None
+            ) -> None:
+        """Take or keep the Lease every ``retry_seconds`` until ``stop``; ``on_change(True)``
+        when this replica starts leading, ``on_change(False)`` when it stops."""
+        while not stop.is_set():
+            self.renew()
+            self._tell(on_change)
+            # (wakes at the renew deadline too: a leader that could not renew stops on time)
+            stop.wait(self.retry_seconds)
+        self._tell(on_change)
+
+    def _tell(self, on_change: Callable[[bool], None] | None) -> None:
+        leading = self.leading
+        if leading != self._was_leading:
+            log.info("%s %s leadership of %s/%s (term %d)", self.identity,
+                     "took" if leading else "lost", self.namespace, self.name, self.term)
+            self._was_leading = leading
+            if on_change is not None:
+                on_change(leading)
 
     def ensure_namespace(self) -> None:
         try:
@@ -46,36 +113,59 @@ class LeaderElector:
             pass
 
     def renew(self) -> bool:
-        """Try to take or keep the lease; return whether this replica leads now."""
-        now = datetime.now(UTC)
+        """One attempt to take or keep the Lease; whether this replica leads after it."""
+        sent = self.clock()
         try:
             lease = self.kube.get_or_none(r.LEASES, self.name, self.namespace)
             if lease is None:
-                self.kube.create(r.LEASES, self._lease(now, now, 0), namespace=self.namespace)
-                return self._set(True)
-            spec = lease.get("spec", {})
-            holder = spec.get("holderIdentity")
-            renewed = _parse(spec.get("renewTime")) or now
-            expired = now - renewed > timedelta(seconds=spec.get("leaseDurationSeconds", 0))
-            if holder != self.identity and not expired:
-                return self._set(False)
-            transitions = int(spec.get("leaseTransitions", 0)) + (holder != self.identity)
-            acquired = _parse(spec.get("acquireTime")) if holder == self.identity else now
-            body = self._lease(acquired or now, now, transitions)
+                self.kube.create(r.LEASES, self._lease(1, sent), namespace=self.namespace)
+                return self._won(1, sent)
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity") or ""
+            transitions = int(spec.get("leaseTransitions") or 0)
+            mine = holder == self.identity and self._renewed_at is not None and \
+                transitions == self.term
+            if not mine and holder and not self._expired(lease, sent):
+                return self._lost()
+            term = transitions if mine else transitions + 1  # a new term for every acquisition
+            body = self._lease(term, sent, spec.get("acquireTime") if mine else None)
             body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
             self.kube.replace(r.LEASES, body)
-            return self._set(True)
+            return self._won(term, sent)
         except (errors.Conflict, errors.AlreadyExists):
-            return self._set(False)
+            return self.leading  # another replica wrote first: its record is seen next time
         except errors.ApiError as exc:
             log.warning("lease %s/%s not renewed: %s", self.namespace, self.name, exc)
-            return self._set(False)
+            return self.leading  # it may still lead until its renew deadline
+
+    def _expired(self, lease: dict[str, Any], now: float) -> bool:
+        """Whether the holder has not renewed for ``leaseDurationSeconds``, as observed here:
+        since this replica first saw the record as it is now."""
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"),
+                  spec.get("leaseTransitions"), lease["metadata"].get("resourceVersion"))
+        if self._observed is None or self._observed[0] != record:
+            self._observed = (record, now)
+            return False
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
+        return now - self._observed[1] > duration
+
+    def _won(self, term: int, sent: float) -> bool:
+        with self._lock:
+            self.term, self._renewed_at = term, sent
+        return True
+
+    def _lost(self) -> bool:
+        with self._lock:
+            self._renewed_at = None
+        return False
 
     def release(self) -> None:
         """Give the lease up at once (a clean shutdown), so a standby need not wait for it to
         expire."""
         if not self.leading:
             return
+        self._lost()
         try:
             lease = self.kube.get(r.LEASES, self.name, self.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
@@ -84,20 +174,13 @@ class LeaderElector:
                 self.kube.replace(r.LEASES, lease)
         except errors.ApiError as exc:
             log.warning("lease %s/%s not released: %s", self.namespace, self.name, exc)
-        self._set(False)
 
-    def _set(self, leading: bool) -> bool:
-        if leading != self.leading:
-            log.info("%s %s leadership of %s/%s", self.identity,
-                     "took" if leading else "lost", self.namespace, self.name)
-        self.leading = leading
-        return leading
-
-    def _lease(self, acquired: datetime, renewed: datetime, transitions: int) -> dict[str, Any]:
+    def _lease(self, term: int, sent: float, acquired: str | None = None) -> dict[str, Any]:
+        now = _micro(datetime.now(UTC))  # (for people reading it: nobody compares it)
         return {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                     "acquireTime": _micro(acquired), "renewTime": _micro(renewed),
-                     "leaseTransitions": transitions},
+                     "acquireTime": acquired or now, "renewTime": now,
+                     "leaseTransitions": term},
         }

@@ -1,15 +1,29 @@
-"""Binding a job and dispatching its Works: all of a decision's Works exist, or none do.
+"""The hub's writes to the API server, each one request: binding a job, creating its Works,
+and every later change to them. The :class:`~fleet.hub.writer.Writer` decides which to send.
 
-Order: (1) bind: one patch that records the placement and adds the dispatch finalizer, guarded
-by the job's resourceVersion, so two hubs never bind one job; (2) create every Work under its
-deterministic name; (3) if any creation fails, delete the ones made and unbind. A hub that dies
-between (1) and (2) finds the placement on restart and completes the same Works (roll forward).
+Every write is fenced twice. Here, before it is sent: a replica that does not lead (or whose
+renewal is past its deadline) sends nothing (:meth:`LeaderElector.fence`). And at the API
+server, for the writes that must never happen twice (a job's placement and marks, its
+Works): each carries the leader's term (:data:`fleet.api.protocol.TERM`), which the
+``fleet-leader-term`` ValidatingAdmissionPolicy compares with the Lease, so a request of an
+ended term sent before its replica knew is refused. A Work is deleted by a fenced patch and
+then a delete conditional on the version that patch made.
+
+Writes that decide something are guarded by the resourceVersion they were decided from, so
+two decisions never act on one version: a stale one is refused (Conflict) and the next pass
+decides again.
+
+Binding a job and dispatching its Works: all of a decision's Works exist, or none do.
+Order: (1) bind: one patch that records the placement and adds the dispatch finalizer,
+guarded by the job's resourceVersion; (2) create every Work under its deterministic name;
+(3) if any creation fails, delete the ones made and unbind. A hub that dies between (1) and
+(2) finds the placement on restart and completes the same Works (roll forward).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +39,8 @@ log = logging.getLogger(__name__)
 COMPONENT = "fleet-hub"
 # Named through this module by the queueing code.
 ADMITTED_AT, REQUEUE = p.ADMITTED_AT, p.REQUEUE
+GONE = (errors.NotFound,)
+STALE = (errors.Conflict, errors.NotFound)  # changed or gone since it was read
 
 
 def now_text() -> str:
@@ -36,11 +52,41 @@ def precise_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def unfenced() -> int:
+    """The term of a hub that runs alone (tests, a bench): 0, and every write allowed."""
+    return 0
+
+
 class Dispatcher:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, fence: Callable[[], int] = unfenced) -> None:
         self.kube = kube
+        self.fence = fence  # the leader's term, or NotLeading (fleet.clients.leases)
         self.events = events.EventRecorder(kube, COMPONENT)
 
+    # -- the one way a hub object is changed ------------------------------------------------
+    def _patch(self, resource: r.Resource, obj: Mapping[str, Any], patch: Body, *,
+               guarded: bool = False, swallow: tuple[type[errors.ApiError], ...] = GONE,
+               subresource: str | None = None) -> Body | None:
+        """A merge patch of ``obj`` under the leader's term, guarded by the resourceVersion
+        it was read at when ``guarded``; None when one of ``swallow`` answers (gone, or
+        changed since)."""
+        meta = obj["metadata"]
+        term = self.fence()
+        body = dict(patch)
+        if subresource is None:
+            marks = dict((patch.get("metadata") or {}).get("annotations") or {})
+            marks[p.TERM] = str(term)
+            body["metadata"] = {**(patch.get("metadata") or {}), "annotations": marks}
+        if guarded:
+            body["metadata"] = {**(body.get("metadata") or {}),
+                                "resourceVersion": meta["resourceVersion"]}
+        try:
+            return self.kube.patch(resource, meta["name"], body, meta.get("namespace"),
+                                   subresource=subresource)
+        except swallow:
+            return None
+
+    # -- jobs -------------------------------------------------------------------------------
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
              clusters: Sequence[str], extra: Mapping[str, str | None] | None = None
              ) -> Body | None:
@@ -52,100 +98,74 @@ class Dispatcher:
         finalizers = list(meta.get("finalizers") or [])
         if p.FINALIZER not in finalizers:
             finalizers.append(p.FINALIZER)
-        patch = {"metadata": {
-            "resourceVersion": meta["resourceVersion"],
+        return self._patch(adapter.resource, job, {"metadata": {
             "finalizers": finalizers,
             "annotations": {p.PLACEMENT: placement, p.CLUSTERS: ",".join(clusters),
                             p.PLACEMENT_GENERATION: str(p.placement_generation(meta) + 1),
                             **(extra or {})},
-        }}
-        try:
-            return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except (errors.Conflict, errors.NotFound):
-            return None
+        }}, guarded=True, swallow=STALE)
 
     def unbind(self, job: Mapping[str, Any], adapter: KindAdapter,
                extra: Mapping[str, str] | None = None) -> Body | None:
-        """Forget the placement (and the admission and requeue marks): pending again."""
-        meta = job["metadata"]
-        finalizers = [f for f in meta.get("finalizers") or [] if f != p.FINALIZER]
-        patch = {"metadata": {"finalizers": finalizers, "annotations": {
-            p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.ADMITTED_BY: None,
-            p.REQUEUE: None,
-            **(extra or {})}}}
-        try:
-            return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except errors.NotFound:
-            return None
+        """Forget the placement (and the admission and requeue marks): pending again. Guarded:
+        decided on the version read (a job bound again meanwhile stays bound)."""
+        finalizers = [f for f in job["metadata"].get("finalizers") or [] if f != p.FINALIZER]
+        return self._patch(adapter.resource, job, {"metadata": {
+            "finalizers": finalizers, "annotations": {
+                p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.ADMITTED_BY: None,
+                p.REQUEUE: None, **(extra or {})}}}, guarded=True, swallow=STALE)
 
     def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
                      extra: Mapping[str, str] | None = None) -> bool:
         """Mark a bound job to go back to its queue; its Works are deleted next."""
-        meta = job["metadata"]
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {p.REQUEUE: reason, **(extra or {})}}}
-        try:
-            self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except (errors.Conflict, errors.NotFound):
-            return False
-        return True
+        return self._patch(adapter.resource, job, {"metadata": {"annotations": {
+            p.REQUEUE: reason, **(extra or {})}}}, guarded=True, swallow=STALE) is not None
 
     def resize(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
                clusters: Sequence[str], mark: str) -> Body | None:
         """Record an elastic job's new placement under the same placement generation (its
         running replicas stay); None when the job changed since it was read."""
+        return self._patch(adapter.resource, job, {"metadata": {"annotations": {
+            p.PLACEMENT: placement, p.CLUSTERS: ",".join(clusters), p.RESIZED: mark}}},
+            guarded=True, swallow=STALE)
+
+    def release(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
+        """The job's Works are gone: let its deletion finish."""
+        finalizers = [f for f in job["metadata"].get("finalizers") or [] if f != p.FINALIZER]
+        self._patch(adapter.resource, job, {"metadata": {"finalizers": finalizers}},
+                    guarded=True, swallow=STALE)
+
+    def delete_job(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
         meta = job["metadata"]
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": {
-            p.PLACEMENT: placement, p.CLUSTERS: ",".join(clusters), p.RESIZED: mark}}}
+        self.fence()
         try:
-            return self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except (errors.Conflict, errors.NotFound):
+            self.kube.delete(adapter.resource, meta["name"], meta["namespace"], uid=meta["uid"])
+        except STALE:
+            pass
+
+    def write_status(self, job: Mapping[str, Any], adapter: KindAdapter,
+                     status: Mapping[str, Any]) -> Body | None:
+        """Replace the whole status, guarded by the job's resourceVersion; None on conflict.
+        (A status is said again from the Works' reports: no term needed.)"""
+        self.fence()
+        try:
+            return self.kube.replace(adapter.resource, {**job, "status": dict(status)},
+                                     subresource="status")
+        except STALE:
             return None
 
-    def resize_work(self, work: Mapping[str, Any], manifest: Body, share: Mapping[str, Any],
-                    now: str) -> Body | None:
-        """Give a Work its share's new replica count (and the manifest rendering it)."""
-        meta, placed = work["metadata"], work["spec"]["placement"]
-        replicas = {**dict.fromkeys(placed.get("replicas") or {}), **share["replicas"]}
-        offsets = {**dict.fromkeys(placed.get("offsets") or {}), **share["offsets"]}
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {p.RESIZED_AT: now}},
-                 "spec": {"placement": {"replicas": replicas, "offsets": offsets,
-                                        "nodes": list(share.get("nodes") or [])},
-                          "manifests": [manifest, *work["spec"]["manifests"][1:]]}}
-        try:
-            return self.kube.patch(r.WORKS, meta["name"], patch, meta["namespace"])
-        except (errors.NotFound, errors.Conflict):
-            return None
-
-    def publish_queue(self, queue: Mapping[str, Any],
-                      known: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
-        """Create or update one Queue: spec by apply, status only when it changed."""
-        meta = queue["metadata"]
-        key = (f"{queue['apiVersion']}/{queue['kind']}", meta["namespace"], meta["name"])
-        current = known.get(key)
-        try:
-            if current is None or any(current.get("spec", {}).get(k) != v
-                                      for k, v in queue["spec"].items()):
-                current = self.kube.apply(r.QUEUES, {k: v for k, v in queue.items()
-                                                     if k != "status"},
-                                          field_manager=COMPONENT)
-            if (current.get("status") or {}) != queue["status"]:
-                patch = merge_diff(current.get("status") or {}, queue["status"])
-                self.kube.patch(r.QUEUES, meta["name"], {"status": patch}, meta["namespace"],
-                                subresource="status")
-        except errors.ApiError as exc:
-            log.warning("queue %s not published: %s", meta["name"], exc)
-
+    # -- Works ------------------------------------------------------------------------------
     def create_works(self, bodies: Sequence[Body]) -> list[Body]:
         """Create every Work; on failure delete those created here and re-raise."""
         created: list[Body] = []
+        term = self.fence()
         try:
             for unsent in bodies:
                 meta = unsent["metadata"]
                 # when it was sent, for the agent's "applied" stage (fleet.hub.stages)
                 body = {**unsent, "metadata": {**meta, "annotations": {
-                    **(meta.get("annotations") or {}), p.DISPATCHED_AT: precise_now()}}}
+                    **(meta.get("annotations") or {}), p.DISPATCHED_AT: precise_now(),
+                    p.TERM: str(term)}}}
                 try:
                     created.append(self.kube.create(r.WORKS, body))
                 except errors.AlreadyExists:
@@ -165,72 +185,89 @@ class Dispatcher:
             raise
         return created
 
-    def evict(self, work: Mapping[str, Any], deadline: str) -> None:
-        """Detach a Work from the job's placement; it is deleted once the job runs elsewhere
-        or at ``deadline`` (purge mode Graciously)."""
-        self._annotate_work(work, {p.EVICT_AFTER: deadline})
-
-    def set_purge_mode(self, work: Mapping[str, Any], mode: str) -> None:
-        self._annotate_work(work, {p.PURGE_MODE: mode})
+    def resize_work(self, work: Mapping[str, Any], manifest: Body, share: Mapping[str, Any],
+                    now: str) -> Body | None:
+        """Give a Work its share's new replica count (and the manifest rendering it)."""
+        placed = work["spec"]["placement"]
+        replicas = {**dict.fromkeys(placed.get("replicas") or {}), **share["replicas"]}
+        offsets = {**dict.fromkeys(placed.get("offsets") or {}), **share["offsets"]}
+        return self._patch(r.WORKS, work, {
+            "metadata": {"annotations": {p.RESIZED_AT: now}},
+            "spec": {"placement": {"replicas": replicas, "offsets": offsets,
+                                   "nodes": list(share.get("nodes") or [])},
+                     "manifests": [manifest, *work["spec"]["manifests"][1:]]}},
+            guarded=True, swallow=STALE)
 
     def update_work(self, work: Mapping[str, Any], manifest: Body, generation: str) -> Body | None:
         """Replace the Work's job manifest (a spec change on the hub); None on conflict."""
-        meta = work["metadata"]
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "annotations": {p.JOB_GENERATION: generation}},
-                 "spec": {"manifests": [manifest, *work["spec"]["manifests"][1:]]}}
-        try:
-            return self.kube.patch(r.WORKS, meta["name"], patch, meta["namespace"])
-        except (errors.NotFound, errors.Conflict):
-            return None
+        return self._patch(r.WORKS, work, {
+            "metadata": {"annotations": {p.JOB_GENERATION: generation}},
+            "spec": {"manifests": [manifest, *work["spec"]["manifests"][1:]]}},
+            guarded=True, swallow=STALE)
 
     def commit_work(self, work: Mapping[str, Any]) -> Body | None:
         """Move a Work from phase Reserve to Commit (its member starts the pods); None when
         it is gone."""
-        meta = work["metadata"]
+        return self._patch(r.WORKS, work, {"spec": {"placement": {"phase": p.PHASE_COMMIT}}})
+
+    def evict(self, work: Mapping[str, Any], deadline: str) -> None:
+        """Detach a Work from the job's placement; it is deleted once the job runs elsewhere
+        or at ``deadline`` (purge mode Graciously)."""
+        self._patch(r.WORKS, work, {"metadata": {"annotations": {p.EVICT_AFTER: deadline}}})
+
+    def set_purge_mode(self, work: Mapping[str, Any], mode: str) -> None:
+        self._patch(r.WORKS, work, {"metadata": {"annotations": {p.PURGE_MODE: mode}}})
+
+    def drop_agent_finalizer(self, work: Mapping[str, Any]) -> None:
+        """For a Work on a lost member: the agent cannot release it, so the hub does."""
+        if work["metadata"].get("finalizers"):
+            self._patch(r.WORKS, work, {"metadata": {"finalizers": None}})
+
+    def delete_work(self, work: Mapping[str, Any]) -> None:
+        """Delete a Work: first marked with the term (the fenced write), then deleted only
+        as that mark left it, so a Work is never deleted by a leader whose term ended."""
+        marked = self._patch(r.WORKS, work, {})
+        if marked is None:
+            return  # gone already
+        meta = marked["metadata"]
         try:
-            return self.kube.patch(r.WORKS, meta["name"],
-                                   {"spec": {"placement": {"phase": p.PHASE_COMMIT}}},
-                                   meta["namespace"])
-        except errors.NotFound:
-            return None
+            self.kube.delete(r.WORKS, meta["name"], meta["namespace"], uid=meta.get("uid"),
+                             resource_version=meta.get("resourceVersion"))
+        except errors.Conflict:
+            pass  # changed since the mark: decided again on the next pass
+
+    # -- everything else --------------------------------------------------------------------
+    def publish_queue(self, queue: Mapping[str, Any],
+                      known: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
+        """Create or update one Queue: spec by apply, status only when it changed."""
+        meta = queue["metadata"]
+        key = (f"{queue['apiVersion']}/{queue['kind']}", meta["namespace"], meta["name"])
+        current = known.get(key)
+        try:
+            self.fence()
+            if current is None or any(current.get("spec", {}).get(k) != v
+                                      for k, v in queue["spec"].items()):
+                current = self.kube.apply(r.QUEUES, {k: v for k, v in queue.items()
+                                                     if k != "status"},
+                                          field_manager=COMPONENT)
+            if (current.get("status") or {}) != queue["status"]:
+                patch = merge_diff(current.get("status") or {}, queue["status"])
+                self.kube.patch(r.QUEUES, meta["name"], {"status": patch}, meta["namespace"],
+                                subresource="status")
+        except errors.ApiError as exc:
+            log.warning("queue %s not published: %s", meta["name"], exc)
 
     def set_cluster_condition(self, cluster: str, condition: Body) -> None:
         """Apply one condition the hub owns to a MemberCluster's status (the agent owns the
         others; conditions are a list keyed by type, so neither overwrites the other)."""
         try:
+            self.fence()
             self.kube.apply(r.MEMBERCLUSTERS, {
                 "apiVersion": p.API_VERSION, "kind": "MemberCluster",
                 "metadata": {"name": cluster}, "status": {"conditions": [condition]}},
                 field_manager=COMPONENT, subresource="status")
         except errors.ApiError as exc:
             log.warning("condition %s of %s not written: %s", condition["type"], cluster, exc)
-
-    def delete_job(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
-        meta = job["metadata"]
-        try:
-            self.kube.delete(adapter.resource, meta["name"], meta["namespace"], uid=meta["uid"])
-        except (errors.NotFound, errors.Conflict):
-            pass
-
-    def drop_agent_finalizer(self, work: Mapping[str, Any]) -> None:
-        """For a Work on a lost member: the agent cannot release it, so the hub does."""
-        meta = work["metadata"]
-        if not meta.get("finalizers"):
-            return
-        try:
-            self.kube.patch(r.WORKS, meta["name"], {"metadata": {"finalizers": None}},
-                            meta["namespace"])
-        except errors.NotFound:
-            pass
-
-    def _annotate_work(self, work: Mapping[str, Any], annotations: Mapping[str, str]) -> None:
-        meta = work["metadata"]
-        try:
-            self.kube.patch(r.WORKS, meta["name"], {"metadata": {"annotations": annotations}},
-                            meta["namespace"])
-        except errors.NotFound:
-            pass
 
     def dependencies(self, job: Mapping[str, Any], adapter: KindAdapter) -> list[Body]:
         """The ConfigMaps, Secrets and PVCs the job references, as members should get them;
@@ -249,31 +286,6 @@ class Dispatcher:
                        f"propagated: {', '.join(missing)}", "Warning")
         return found
 
-    def delete_work(self, work: Mapping[str, Any]) -> None:
-        meta = work["metadata"]
-        self.kube.delete(r.WORKS, meta["name"], meta["namespace"])
-
-    def release(self, job: Mapping[str, Any], adapter: KindAdapter) -> None:
-        """The job's Works are gone: let its deletion finish."""
-        meta = job["metadata"]
-        finalizers = [f for f in meta.get("finalizers") or [] if f != p.FINALIZER]
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                              "finalizers": finalizers}}
-        try:
-            self.kube.patch(adapter.resource, meta["name"], patch, meta["namespace"])
-        except (errors.NotFound, errors.Conflict):
-            pass
-
-    def write_status(self, job: Mapping[str, Any], adapter: KindAdapter,
-                     status: Mapping[str, Any]) -> Body | None:
-        """Replace the whole status, guarded by the job's resourceVersion; None on conflict."""
-        try:
-            return self.kube.replace(adapter.resource, {**job, "status": dict(status)},
-                                     subresource="status")
-        except (errors.NotFound, errors.Conflict):
-            return None
-
     def event(self, obj: Mapping[str, Any], reason: str, message: str,
               kind: str = "Normal") -> None:
         self.events.record(obj, reason, message, type=kind)
-

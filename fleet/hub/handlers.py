@@ -24,7 +24,7 @@ from fleet.clients import resources as r
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, mirroring, stages, webhook_tls
+from fleet.hub import admission, pod_mirroring, stages, webhook_tls
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
@@ -125,13 +125,15 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
     elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)
+    threading.Thread(target=elector.run, args=(_STOP,), name="leader-election",
+                     daemon=True).start()
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
     threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
                      daemon=True).start()
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(
         cache=CACHE,
-        dispatcher=Dispatcher(kube),
+        dispatcher=Dispatcher(kube, elector.fence),
         elector=elector,
         settings=Settings(fit_mode=fit,
                           heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15")),
@@ -141,7 +143,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
     threading.Thread(target=scheduler.reporting.run, args=(_STOP, lambda: elector.leading),
                      name="reporting", daemon=True).start()
-    mirrors = mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
+    mirrors = pod_mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
     threading.Thread(target=mirrors.run, args=(_STOP,), name="mirrors", daemon=True).start()
     metrics.ready_when("started", lambda: True)
     log.info("hub scheduler started (fit mode %s)", fit.value)

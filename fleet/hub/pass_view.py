@@ -28,12 +28,12 @@ from fleet.hub.running_jobs import RunningJobs
 from fleet.hub.views import cell_nodes, heartbeat_of, parse_time
 from planner.elastic import count
 from planner.view import (
+    BackfillReservation,
     Hold,
     JobView,
     PassView,
     PreemptionView,
     QuotaView,
-    Reservation,
     Stage,
 )
 from planner.waiting import Waiting
@@ -58,7 +58,7 @@ class Carried:
 
     holds: Mapping[str, Hold] = field(default_factory=dict)  # capacity held for preemptors
     retry_at: Mapping[str, float] = field(default_factory=dict)  # plan again after
-    reservations: Mapping[str, Reservation] = field(default_factory=dict)  # backfill's
+    reservations: Mapping[str, BackfillReservation] = field(default_factory=dict)  # backfill's
     waiting: Waiting | None = None  # the waiting jobs (None: the pass is handed them all)
 
 

@@ -21,15 +21,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from fleet import metrics
-from fleet.clients.leases import LeaderElector
-from fleet.hub import works as w
+from fleet.clients.leases import LeaderElector, NotLeading
 from fleet.hub.cache import Body, Cache, Changes, Snapshot
 from fleet.hub.collector import Collector
 from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.hub.job_views import Context
-from fleet.hub.mirror import aggregate, propagate_spec
 from fleet.hub.pass_view import Carried, PassViewBuilder, creation_order
 from fleet.hub.reporting import Reporting
+from fleet.hub.status_mirror import mirror
 from fleet.hub.views import cluster_view
 from fleet.hub.writer import PassContext, Writer
 from fleet.kinds import adapter_for
@@ -96,15 +95,20 @@ class Scheduler:
         self.collector = Collector()
 
     def run(self, stop: threading.Event) -> None:
-        next_renewal = 0.0
+        """Passes while this replica leads (its elector renews the lease on a thread of its
+        own); what passes carry is dropped whenever leadership comes or goes."""
+        led = False
         while not stop.is_set():
-            if time.monotonic() >= next_renewal:
-                self.elector.renew()
-                next_renewal = time.monotonic() + self.elector.lease_seconds / 3
-            if self.elector.leading:
+            leading = self.elector.leading
+            if leading != led:
+                self.forget()
+                led = leading
+            if leading:
                 try:
                     with metrics.SCHEDULING_PASS_SECONDS.time():
                         self.pass_once()
+                except NotLeading:
+                    log.info("pass stopped: this replica no longer leads")
                 except Exception:  # a bug in one pass must not stop the hub
                     log.exception("scheduling pass failed")
             # Let events gather for a moment: a pass costs the same for one change as for a
@@ -238,9 +242,10 @@ class Scheduler:
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes
-        into their Works. Each job's writes are its own objects': they go side by side, all
-        done before the pass goes on (one after another, the jobs reporting Running at
-        20 a second held the pass, and every decision behind it, for seconds)."""
+        into their Works (:mod:`fleet.hub.status_mirror` says what to write; the writer
+        writes it). Each job's writes are its own objects': they go side by side, all done
+        before the pass goes on (one after another, the jobs reporting Running at 20 a
+        second held the pass, and every decision behind it, for seconds)."""
         stamp = now_text()
         started = []
         for job_view in view.jobs:
@@ -248,17 +253,19 @@ class Scheduler:
                 continue
             job = ctx.looked[job_view.key]
             works = ctx.snap.works_of(job_view.uid)
-            # What the two steps read: unchanged since they last ran without error, they
-            # would find nothing to write (a job looked at for its timer, say).
+            # What the mirror reads: unchanged since it last ran without error, it would
+            # find nothing to write (a job looked at for its timer, say).
             versions = (job["metadata"].get("resourceVersion"),
                         tuple(wk["metadata"].get("resourceVersion") for wk in works))
             if self._mirrored.get(job_view.uid) == versions:
                 continue
-            started.append((job_view, versions, self.writer.side_by_side(
-                self.mirror_one, job, works, stamp, ctx.now)))
-        for job_view, versions, running in started:
+            mirrored = mirror(job, adapter_for(job["apiVersion"], job["kind"]), works, stamp,
+                              ctx.now)
+            started.append((job_view, versions, mirrored.settled,
+                            self.writer.side_by_side(self.writer.carry_out, mirrored.writes)))
+        for job_view, versions, settled, running in started:
             try:
-                settled = running.result()
+                running.result()
             except Exception as exc:
                 self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
                 self.look_again(job_view.uid, view.now + RETRY_SECONDS)
@@ -271,12 +278,6 @@ class Scheduler:
                 self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
             self._mirrored[job_view.uid] = versions
 
-    def mirror_one(self, job: Body, works: Sequence[Body], stamp: str, now: datetime) -> bool:
-        """One bound job's mirror; False when its status waits for its first report."""
-        adapter = adapter_for(job["apiVersion"], job["kind"])
-        propagate_spec(self.dispatcher, self.cache, job, adapter, w.decode_placement(job),
-                       works)
-        return aggregate(self.dispatcher, self.cache, job, adapter, works, stamp, now)
 
 def observe_plan(plan: Plan, seconds: float) -> None:
     """Decision metrics. Division time is the pass's planning time shared among the jobs it

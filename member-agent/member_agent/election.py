@@ -33,20 +33,20 @@ class AgentElection:
 
     def run(self, stop: threading.Event, on_lead: Callable[[], None],
             on_loss: Callable[[], None]) -> None:
-        """Renew every third of the lease; call ``on_lead`` once on winning, ``on_loss`` if a
-        won lease is ever lost."""
+        """Hold the election (the lease renewed on this thread, as the hub's: a leader that
+        cannot renew within its deadline stops leading before a standby may take over); call
+        ``on_lead`` once on winning, ``on_loss`` if a won lease is ever lost."""
         self.elector.ensure_namespace()
-        led = False
-        while not stop.is_set():
-            leading = self.elector.renew()
+
+        def changed(leading: bool) -> None:
             metrics.AGENT_LEADING.labels(self.cluster).set(1 if leading else 0)
-            if leading and not led:
-                led = True
+            if leading:
                 log.info("agent %s leads %s", self.elector.identity, self.cluster)
                 on_lead()
-            elif led and not leading:
+            else:
                 log.error("agent %s lost the lease of %s; exiting", self.elector.identity,
                           self.cluster)
                 on_loss()
-                return
-            stop.wait(self.elector.lease_seconds / 3 if leading else 1.0)
+
+        metrics.AGENT_LEADING.labels(self.cluster).set(0)
+        self.elector.run(stop, changed)

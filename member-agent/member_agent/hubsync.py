@@ -37,10 +37,10 @@ from member_agent import fencing
 from member_agent.controllers import placeholders as ph
 from member_agent.controllers.runtime import KINDS
 from member_agent.fencing import Action, Fence
+from member_agent.held_nodes import HeldNodes, held_nodes
 from member_agent.keyed import LatestPerKey
 from member_agent.member_failures import health
 from member_agent.priority_classes import apply_priority_class, is_priority_class
-from member_agent.reservations import Reservation, reservations
 from member_agent.stages import STAGES
 from member_agent.state import MemberState
 from member_agent.topology import placed
@@ -457,13 +457,13 @@ class HubSync:
                 continue  # replaced meanwhile
 
     def held(self, pods: list[Body], room: Mapping[str, Mapping[str, int]]
-             ) -> list[Reservation]:
+             ) -> list[HeldNodes]:
         """What this member holds for its Works' unbound pods (see ``reservations``)."""
         with self.lock:
             works = list(self.works.values())
             seen = dict(self.first_seen)
             bound = set(self.bound_at)
-        return reservations(works, pods, room, seen, time.monotonic(), bound=bound)
+        return held_nodes(works, pods, room, seen, time.monotonic(), bound=bound)
 
     def _used_by_others(self, name: str) -> set[tuple[str, str, str]]:
         with self.lock:
@@ -587,7 +587,7 @@ def _summary(pod: Mapping[str, Any]) -> Body:
         "node": spec.get("nodeName"),
         "exitCode": exit_code,
         "startTime": status.get("startTime"),
-        # for the hub's mirror of the pod (fleet.hub.mirrors)
+        # for the hub's mirror of the pod (fleet.hub.pod_mirrors)
         "labels": meta.get("labels") or None,
         "containers": [c["name"] for c in spec.get("containers") or []] or None,
     }

@@ -1,5 +1,5 @@
 """The agent as its member's kubelet on the hub: it serves the hub's API server the logs of
-the member's job pods (see ``fleet.hub.mirrors``).
+the member's job pods (see ``fleet.hub.pod_mirrors``).
 
 The hub keeps the member as a node whose kubelet endpoint is this server (the agent reports
 address and port in its MemberCluster status), and mirrors of its job pods bound to that node.

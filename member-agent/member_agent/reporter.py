@@ -32,7 +32,7 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from member_agent.capacity import grouped, node_free, totals, wire
 from member_agent.election import identity
-from member_agent.reservations import Reservation, held_on_nodes
+from member_agent.held_nodes import HeldNodes, held_on_nodes
 from member_agent.state import MemberState
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ FIELD_MANAGER = "fleet-agent"
 class Reporter:
     def __init__(self, hub: Kube, member: Kube, cluster: str, state: MemberState, *,
                  interval: float = 2.0, min_gap: float = 1.0, refresh: float = 30.0,
-                 held: Callable[[list[Body], dict[str, dict[str, int]]], list[Reservation]]
+                 held: Callable[[list[Body], dict[str, dict[str, int]]], list[HeldNodes]]
                  | None = None,
                  topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS) -> None:
         self.hub, self.member, self.cluster, self.state = hub, member, cluster, state

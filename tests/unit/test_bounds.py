@@ -442,30 +442,19 @@ def test_a_bound_job_changed_beyond_the_bounds_keeps_running_as_divided() -> Non
     """Its replicas changed to 2^62 under an older CRD: one event says so, the Works keep
     their manifests, and nothing raises out of the bound job's reconcile."""
     from fleet.hub import works as w
-    from fleet.hub.mirror import propagate_spec
-
-    class Recorder:
-        def __init__(self) -> None:
-            self.events: list[tuple[str, str]] = []
-            self.updated: list[str] = []
-
-        def update_work(self, work: Body, manifest: Body, generation: str) -> None:
-            self.updated.append(generation)
-
-        def event(self, job: Body, reason: str, message: str, type_: str = "Normal") -> None:
-            self.events.append((reason, message))
+    from fleet.hub.hub_writes import RewriteWork, Say
+    from fleet.hub.status_mirror import spec_changes
 
     job = example("PyTorchJob")
     job["metadata"]["generation"] = 2
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = HUGE
     work = {"metadata": {"name": "w", "annotations": {w.JOB_GENERATION: "1"}},
             "spec": {"placement": {"cluster": "member1"}, "manifests": [job]}}
-    recorder = Recorder()
     placement = [{"cluster": "member1", "replicas": {"Master": 1, "Worker": 2}}]
     adapter = adapter_for("kubeflow.org/v1", "PyTorchJob")
-    propagate_spec(recorder, None, job, adapter, placement, [work])  # type: ignore[arg-type]
-    assert recorder.updated == ["2"]  # type: ignore[attr-defined]
-    [(reason, message)] = recorder.events  # type: ignore[attr-defined]
+    writes = spec_changes(job, adapter, placement, [work])
+    assert [wr.generation for wr in writes if isinstance(wr, RewriteWork)] == ["2"]
+    [(reason, message)] = [(wr.reason, wr.message) for wr in writes if isinstance(wr, Say)]
     assert reason == "ReplicasChangeIgnored"
     assert "Worker.replicas: 4611686018427387904" in message
     assert "keeps running as divided" in message

@@ -4,32 +4,14 @@ or the bound status when no report comes in time."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from fleet.hub.cache import Cache
-from fleet.hub.dispatch import Dispatcher
-from fleet.hub.mirror import FIRST_REPORT_WAIT_SECONDS, aggregate
+from fleet.hub import status_mirror
+from fleet.hub.hub_writes import WriteStatus
+from fleet.hub.status_mirror import FIRST_REPORT_WAIT_SECONDS
 from fleet.kinds.kubeflow import PYTORCH
 
 CREATED = datetime(2026, 11, 27, 6, 0, 0, tzinfo=UTC)
-
-
-class Recorder:
-    """What the mirror writes (a dispatcher and a cache alike)."""
-
-    def __init__(self) -> None:
-        self.statuses: list[dict[str, Any]] = []
-
-    def write_status(self, job: dict[str, Any], adapter: object,
-                     status: dict[str, Any]) -> dict[str, Any]:
-        self.statuses.append(status)
-        return {**job, "status": status}
-
-    def event(self, *_: object) -> None:
-        pass
-
-    def upsert(self, *_: object) -> None:
-        pass
 
 
 def job(status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,10 +33,11 @@ def work(reported: bool = False) -> dict[str, Any]:
 
 def mirror(current: dict[str, Any], works: list[dict[str, Any]], seconds: float
            ) -> tuple[bool, list[dict[str, Any]]]:
-    out = Recorder()
-    settled = aggregate(cast(Dispatcher, out), cast(Cache, out), current, PYTORCH, works,
-                        "now", CREATED + timedelta(seconds=seconds))
-    return settled, out.statuses
+    """Whether the job's status is settled, and the statuses the mirror would write."""
+    writes = status_mirror.status_writes(current, PYTORCH, works, "now",
+                                         CREATED + timedelta(seconds=seconds))
+    return writes is not None, [dict(w.status) for w in writes or []
+                                if isinstance(w, WriteStatus)]
 
 
 def test_a_new_binding_waits_for_its_members_first_report() -> None:

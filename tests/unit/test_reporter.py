@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.clients.resources import Resource
+from member_agent.held_nodes import HeldNodes
 from member_agent.reporter import Reporter
-from member_agent.reservations import Reservation
 from member_agent.state import MemberState
 
 Body = dict[str, Any]
@@ -33,7 +33,7 @@ def empties(value: Any) -> list[str]:
     return []
 
 
-def reporter(held: list[Reservation]) -> tuple[Reporter, Recorder]:
+def reporter(held: list[HeldNodes]) -> tuple[Reporter, Recorder]:
     state = MemberState()
     state.put_node({"metadata": {"name": "n1"},
                     "status": {"allocatable": {"cpu": "4", "nvidia.com/gpu": "1"},
@@ -55,7 +55,7 @@ def test_status_goes_on_change_only_and_never_with_empty_fields() -> None:
     assert "reserved" not in status["capacity"]
     report.dirty = True
     report.sent_at = 0.0  # as if the minimum gap had passed
-    report.held = lambda pods, room: [Reservation("w", ("n1",), {"n1": {"nvidia.com/gpu": 1}})]
+    report.held = lambda pods, room: [HeldNodes("w", ("n1",), {"n1": {"nvidia.com/gpu": 1}})]
     report.report()
     capacity = hub.applied[-1][1]["status"]["capacity"]
     assert capacity["reservedFor"] == ["w"]

@@ -1,4 +1,4 @@
-"""Reservations: nodes a Work names are held for its job until the job's pods are bound.
+"""Held nodes: the nodes a Work names are held for its job until the job's pods are bound.
 
 The hub's node-aware division names the nodes each share was packed onto
 (``spec.placement.nodes``). Between the Work's arrival and its pods being bound, those nodes
@@ -30,7 +30,7 @@ from fleet.kinds.base import pod_request
 
 
 @dataclass(frozen=True)
-class Reservation:
+class HeldNodes:
     work: str
     nodes: tuple[str, ...]
     by_node: Mapping[str, Mapping[str, int]]  # node -> amounts held there
@@ -47,10 +47,10 @@ def share_replicas(work: Mapping[str, Any]) -> list[dict[str, int]]:
     return out
 
 
-def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+def held_nodes(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
                  room: Mapping[str, Mapping[str, int]], first_seen: Mapping[str, float],
                  now: float, timeout: float = 120.0,
-                 bound: Set[str] = frozenset()) -> list[Reservation]:
+                 bound: Set[str] = frozenset()) -> list[HeldNodes]:
     """What each Work holds for its unbound replicas; ``room`` is each schedulable node's
     free amounts after every bound pod (``capacity.node_free``)."""
     left = {node: dict(amounts) for node, amounts in room.items()}
@@ -73,7 +73,7 @@ def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
         if not unbound:
             if work_phase(work):  # its placeholders hold every replica: they count as pods
                 # in the report, and the Work is named so that the hub does not count it again
-                out.append(Reservation(name, nodes, {}))
+                out.append(HeldNodes(name, nodes, {}))
             continue
         held: dict[str, dict[str, int]] = {}
         for request in unbound:
@@ -82,7 +82,7 @@ def reservations(works: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str,
             for resource, amount in request.items():
                 node[resource] = node.get(resource, 0) + amount
                 free[resource] = free.get(resource, 0) - amount
-        out.append(Reservation(name, nodes, held))
+        out.append(HeldNodes(name, nodes, held))
     return out
 
 
@@ -101,7 +101,7 @@ def _place(request: Mapping[str, int], named: Sequence[str],
     return max(fitting, key=headroom)  # the first of equals: named order, then by name
 
 
-def held_on_nodes(held: Sequence[Reservation]) -> dict[str, dict[str, int]]:
+def held_on_nodes(held: Sequence[HeldNodes]) -> dict[str, dict[str, int]]:
     """node -> total amounts reserved there."""
     total: dict[str, dict[str, int]] = {}
     for reservation in held:

@@ -1,14 +1,17 @@
-"""The hub's observe step for bound jobs: their Works' reports become the job's status, and
-a spec change of the job (pause, resume, debug, suspend, run policy) goes to its Works.
+"""The hub's observe step for bound jobs, as writes to make: their Works' reports become the
+job's status, and a spec change of the job (pause, resume, debug, suspend, run policy)
+goes to its Works.
 
-This mirrors state between objects the hub already placed; it decides nothing (what to
-place, move or remove is the planner's), as Karmada's status and binding controllers sit
-beside its scheduler.
+It mirrors state between objects the hub already placed and decides nothing (what to place,
+move or remove is the planner's), as Karmada's status and binding controllers sit beside its
+scheduler. It writes nothing either: it returns :mod:`fleet.hub.hub_writes` for the
+:class:`~fleet.hub.writer.Writer`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +21,8 @@ from fleet.hub import member_failures as mf
 from fleet.hub import queueing as q
 from fleet.hub import reservations
 from fleet.hub import works as w
-from fleet.hub.cache import Body, Cache
-from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.hub.cache import Body
+from fleet.hub.hub_writes import DeleteWork, HubWrite, ResizeWork, RewriteWork, Say, WriteStatus
 from fleet.hub.views import parse_time
 from fleet.kinds.base import InvalidJob, KindAdapter
 
@@ -30,17 +33,33 @@ _VOLATILE = {"lastReconcileTime"}
 FIRST_REPORT_WAIT_SECONDS = 3.0
 
 
-def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
-                   adapter: KindAdapter, placement: list[dict[str, Any]],
-                   works: Sequence[Body]) -> None:
+@dataclass(frozen=True)
+class Mirrored:
+    writes: list[HubWrite]
+    settled: bool  # False: its status waits for its members' first report (look again)
+
+
+def mirror(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp: str,
+           now: datetime) -> Mirrored:
+    """What one bound job's mirror writes."""
+    placement = w.decode_placement(job)
+    writes = spec_changes(job, adapter, placement, works)
+    status = status_writes(job, adapter, works, stamp, now)
+    if status is None:
+        return Mirrored(writes, False)
+    return Mirrored(writes + status, True)
+
+
+def spec_changes(job: Body, adapter: KindAdapter, placement: list[dict[str, Any]],
+                 works: Sequence[Body]) -> list[HubWrite]:
     """Carry a spec change of a bound job to its Works. A change of replica counts is not
     carried: the job was divided for the counts it had, so it would need a new placement
     (an event says so)."""
-    follow_resize(dispatcher, cache, job, adapter, placement, works)
+    out = resized_shares(job, adapter, placement, works)
     stale = [wk for wk in works if w.outdated(job, wk)
              and not wk["metadata"].get("deletionTimestamp")]
     if not stale:
-        return
+        return out
     placed: dict[str, int] = {}
     for share in placement:
         for role, count in share["replicas"].items():
@@ -58,59 +77,53 @@ def propagate_spec(dispatcher: Dispatcher, cache: Cache | None, job: Body,
         refusal = "" if wanted == {k: v for k, v in placed.items() if v or k in wanted} \
             else (f"replicas changed to {wanted} after the job was divided as {placed}; "
                   "delete and re-create the job to re-divide it")
-    if refusal:
-        for work in stale:  # remember the refusal so the event is said once
-            dispatcher.update_work(work, work["spec"]["manifests"][0], generation)
-        dispatcher.event(job, "ReplicasChangeIgnored", refusal, "Warning")
-        return
+    if refusal:  # the refusal remembered on the Works, so that it is said once
+        return [*out, *(RewriteWork(work, work["spec"]["manifests"][0], generation)
+                        for work in stale),
+                Say(job, "ReplicasChangeIgnored", refusal, "Warning")]
     shares = {s["cluster"]: s for s in placement}
     for work in stale:
         placed_share = shares.get(work["spec"]["placement"]["cluster"])
-        if placed_share is None:
-            continue
-        manifest = w.member_manifest(job, adapter, placed_share, placement,
-                                     work["metadata"]["name"])
-        updated = dispatcher.update_work(work, manifest, generation)
-        if updated is not None and cache is not None:
-            cache.upsert("works", updated)
+        if placed_share is not None:
+            out.append(RewriteWork(work, w.member_manifest(job, adapter, placed_share,
+                                                           placement, work["metadata"]["name"]),
+                                   generation))
+    return out
 
 
-def follow_resize(dispatcher: Dispatcher, cache: Cache | None, job: Body,
-                  adapter: KindAdapter, placement: list[dict[str, Any]],
-                  works: Sequence[Body], now: str = "") -> None:
+def resized_shares(job: Body, adapter: KindAdapter, placement: list[dict[str, Any]],
+                   works: Sequence[Body], now: str = "") -> list[HubWrite]:
     """An elastic job's Works carry its placement's replica counts: a Work whose share was
     resized (or whose rewrite failed, or whose hub died in between) is rewritten, and the
     Work of a share a shrink removed goes."""
     if el.elastic_of_or_none(job) is None:
-        return
+        return []
     shares = {s["cluster"]: s for s in placement}
+    out: list[HubWrite] = []
     for work in works:
         if work["metadata"].get("deletionTimestamp"):
             continue
         share = shares.get(work["spec"]["placement"]["cluster"])
         if share is None:
-            dispatcher.delete_work(work)
-            continue
-        if dict(work["spec"]["placement"].get("replicas") or {}) == share["replicas"]:
-            continue
-        manifest = w.member_manifest(job, adapter, share, placement, work["metadata"]["name"])
-        updated = dispatcher.resize_work(work, manifest, share, now or now_text())
-        if updated is not None and cache is not None:
-            cache.upsert("works", updated)
+            out.append(DeleteWork(work))
+        elif dict(work["spec"]["placement"].get("replicas") or {}) != share["replicas"]:
+            out.append(ResizeWork(work, w.member_manifest(job, adapter, share, placement,
+                                                          work["metadata"]["name"]),
+                                  share, now))
+    return out
 
 
-def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdapter,
-              works: Sequence[Body], stamp: str, now: datetime) -> bool:
-    """The job's status from its Works' reports, written when it changed; a member failure
-    is also said once in an event. False when the status waits for the first report (the
-    caller looks again)."""
+def status_writes(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp: str,
+                  now: datetime) -> list[HubWrite] | None:
+    """The job's status from its Works' reports, when it changed; a member failure also
+    said once in an event. None while its status waits for its members' first report."""
     current = job.get("status") or {}
     clusters = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
     if any(reported_job_status(wk) for wk in works) or current:
         status = adapter.aggregate(job, works, stamp)
     elif awaiting_first_report(works, now):
-        return False
+        return None
     else:  # bound, and no member has said anything yet
         status = adapter.bound_status(current, clusters, "bound to " + ", ".join(clusters)
                                       + "; no member has reported the job yet", stamp)
@@ -118,18 +131,17 @@ def aggregate(dispatcher: Dispatcher, cache: Cache, job: Body, adapter: KindAdap
     status = q.with_admitted(el.with_resized(mf.with_replica_failure(status, failure), job), job)
     status = reservations.with_condition(status, reservations.condition(works, stamp, current))
     status["clusters"] = clusters
+    out: list[HubWrite] = []
     if differs(current, status):
-        written = dispatcher.write_status(job, adapter, status)
-        if written is not None:
-            cache.upsert("jobs", written)
+        out.append(WriteStatus(job, status))
     said = mf.current_failure(current)
     if failure is not None and said != (failure["reason"], failure["message"]):
         # once per new failure: the condition above is compared before it is written
-        dispatcher.event(job, failure["reason"], failure["message"], "Warning")
-    return True
+        out.append(Say(job, failure["reason"], failure["message"], "Warning"))
+    return out
 
 
-def awaiting_first_report(works: Sequence[Body], now: datetime) -> bool:
+def awaiting_first_report(works: Sequence[Mapping[str, Any]], now: datetime) -> bool:
     """Whether Works just created (none has reported) may still be waited for."""
     created = [parse_time(wk["metadata"].get("creationTimestamp")) for wk in works]
     newest = max((c for c in created if c is not None), default=None)

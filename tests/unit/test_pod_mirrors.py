@@ -1,4 +1,4 @@
-"""Mirror pods on the hub (fleet.hub.mirrors) and the agent's kubelet log options."""
+"""Mirror pods on the hub (fleet.hub.pod_mirrors) and the agent's kubelet log options."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fleet.api.protocol import MIRROR_OF, MIRROR_PODS
-from fleet.hub import mirrors as m
+from fleet.hub import pod_mirrors as m
 from member_agent.kubelet_endpoint import MAX_LOG_BYTES, log_query
 
 JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

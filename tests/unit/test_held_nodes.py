@@ -6,7 +6,7 @@ from typing import Any
 
 from e2e.jobs import seed_pytorchjob
 from member_agent.capacity import group_nodes
-from member_agent.reservations import held_on_nodes, reservations
+from member_agent.held_nodes import held_nodes, held_on_nodes
 
 Body = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -42,7 +42,7 @@ def node(name: str) -> Body:
 
 
 def test_unbound_replicas_are_held_on_the_named_nodes() -> None:
-    held = reservations([work()], [pod(None)], EIGHT_FREE, {"w": 0.0}, now=1.0)
+    held = held_nodes([work()], [pod(None)], EIGHT_FREE, {"w": 0.0}, now=1.0)
     assert [h.work for h in held] == ["w"]
     totals = held_on_nodes(held)
     assert totals["n1"][GPU] == 2
@@ -52,9 +52,9 @@ def test_unbound_replicas_are_held_on_the_named_nodes() -> None:
 
 
 def test_bound_pods_release_their_share_of_the_reservation() -> None:
-    held = reservations([work()], [pod("n1"), pod("n1")], EIGHT_FREE, {"w": 0.0}, now=1.0)
+    held = held_nodes([work()], [pod("n1"), pod("n1")], EIGHT_FREE, {"w": 0.0}, now=1.0)
     assert sum(a[GPU] for a in held_on_nodes(held).values()) == 1
-    held = reservations([work()], [pod("n1"), pod("n1"), pod("n2")], EIGHT_FREE, {"w": 0.0},
+    held = held_nodes([work()], [pod("n1"), pod("n1"), pod("n2")], EIGHT_FREE, {"w": 0.0},
                         now=1.0)
     assert held == []
 
@@ -65,32 +65,32 @@ def test_unbound_replicas_are_held_where_the_pods_already_bound_left_room() -> N
     # n1 and n2 as well, they would leave n3 and n4 reported free while the hub trusts the
     # report for the whole share, and a second gang would be bound there.
     gang = work(nodes=("n1", "n2", "n3", "n4"), gpus=8, workers=3)
-    held = reservations([gang], [pod("n1"), pod("n2")], room(n1=0, n2=0, n3=8, n4=8),
+    held = held_nodes([gang], [pod("n1"), pod("n2")], room(n1=0, n2=0, n3=8, n4=8),
                         {"w": 0.0}, now=1.0)
     assert {n: a[GPU] for n, a in held_on_nodes(held).items()} == {"n3": 8, "n4": 8}
 
 
 def test_a_replica_whose_named_nodes_filled_is_held_where_it_still_fits() -> None:
     gang = work(nodes=("n1",), gpus=8, workers=0)  # another workload took n1 meanwhile
-    held = reservations([gang], [], room(n1=0, n2=4, n3=8), {"w": 0.0}, now=1.0)
+    held = held_nodes([gang], [], room(n1=0, n2=4, n3=8), {"w": 0.0}, now=1.0)
     assert {n: a[GPU] for n, a in held_on_nodes(held).items()} == {"n3": 8}
-    held = reservations([gang], [], room(n1=2, n2=4), {"w": 0.0}, now=1.0)  # fits nowhere
+    held = held_nodes([gang], [], room(n1=2, n2=4), {"w": 0.0}, now=1.0)  # fits nowhere
     assert {n: a[GPU] for n, a in held_on_nodes(held).items()} == {"n1": 8}
 
 
 def test_a_share_bound_once_holds_nothing_even_after_its_pods_finish() -> None:
-    assert reservations([work()], [], EIGHT_FREE, {"w": 0.0}, now=1.0, bound={"w"}) == []
+    assert held_nodes([work()], [], EIGHT_FREE, {"w": 0.0}, now=1.0, bound={"w"}) == []
 
 
 def test_a_reservation_times_out_and_needs_named_nodes() -> None:
-    assert reservations([work()], [], EIGHT_FREE, {"w": 0.0}, now=121.0) == []
-    assert reservations([work(nodes=())], [], EIGHT_FREE, {"w": 0.0}, now=1.0) == []
+    assert held_nodes([work()], [], EIGHT_FREE, {"w": 0.0}, now=121.0) == []
+    assert held_nodes([work(nodes=())], [], EIGHT_FREE, {"w": 0.0}, now=1.0) == []
 
 
 def test_placeholders_count_as_bound_and_their_work_is_still_named() -> None:
     reserving = work()
     reserving["spec"]["placement"]["phase"] = "Reserve"
     placeholders = [pod("n1"), pod("n1"), pod("n2")]  # they carry the job's uid too
-    [held] = reservations([reserving], placeholders, EIGHT_FREE, {"w": 0.0}, now=1.0)
+    [held] = held_nodes([reserving], placeholders, EIGHT_FREE, {"w": 0.0}, now=1.0)
     assert (held.work, dict(held.by_node)) == ("w", {})
-    assert reservations([work()], placeholders, EIGHT_FREE, {"w": 0.0}, now=1.0) == []
+    assert held_nodes([work()], placeholders, EIGHT_FREE, {"w": 0.0}, now=1.0) == []

@@ -23,7 +23,7 @@ from fleet.api.protocol import MIRROR_OF
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub import mirrors as m
+from fleet.hub import pod_mirrors as m
 from fleet.hub.cache import Cache, Snapshot
 from fleet.hub.views import job_identity, policy_ref
 from propagation.matching import governing_policy

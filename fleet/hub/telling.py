@@ -1,0 +1,45 @@
+"""What the hub tells of a job on the job itself: its status while it waits, coalesced
+(:mod:`fleet.hub.coalescing`), and every status it writes (written back into the cache, so
+the next pass reads what it wrote)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.hub import coalescing, reservations
+from fleet.hub import preemption_views as pv
+from fleet.hub.cache import Body, Cache
+from fleet.hub.dispatch import Dispatcher, now_text
+from fleet.kinds.base import KindAdapter
+from planner.backfill import KEPT_BACK, RESERVED
+from planner.intents import Wait
+
+
+@dataclass
+class Telling:
+    cache: Cache
+    dispatcher: Dispatcher
+
+    def waiting_status(self, why: Wait, job: Body, adapter: KindAdapter) -> Body | None:
+        """The job's status saying why it waits; None when the one it shows will do."""
+        queue = (job.get("status") or {}).get("queue") or {}
+        shown: dict[str, str | int] = {"reason": why.reason, "message": why.message}
+        if why.queue:
+            shown |= {"name": why.queue, "position": why.position}
+        if not coalescing.needs_write(queue, shown):
+            return None
+        status = pv.with_preempted(adapter.waiting_status(
+            job.get("status"), why.reason, why.message, now_text()), job, now_text())
+        # a rollback is said until the job is placed again
+        status = reservations.with_condition(status, reservations.kept(job.get("status")))
+        status["queue"] = shown
+        if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:
+            self.dispatcher.event(job, why.reason, why.message)  # once as it starts
+        return status
+
+    def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
+        written = self.dispatcher.write_status(job, adapter, status)
+        if written is not None:
+            self.cache.upsert("jobs", written)
