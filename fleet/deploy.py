@@ -216,6 +216,49 @@ def job_webhook() -> Body:
     }
 
 
+LEADER_TERM_POLICY = "fleet-leader-term"
+
+
+def leader_term_policy() -> list[Body]:
+    """The hub leader's writes that must never happen twice (a job's placement and marks,
+    its Works) are refused by the API server itself unless they carry the term the hub's
+    Lease holds now (fleet.clients.leases): a replica that lost the lead during a long pass
+    cannot land a write it sent too late. Only the hub's own identity is checked; the agents'
+    and users' writes pass. A Lease not there yet refuses them all (nobody leads)."""
+    hub = f"system:serviceaccount:{NAMESPACE}:{HUB}"
+    term = f"{GROUP}/term"
+    rules = [{"apiGroups": [GROUP], "apiVersions": ["*"], "resources": ["works"],
+              "operations": ["CREATE", "UPDATE"]}]
+    rules += [{"apiGroups": [group], "apiVersions": ["*"], "resources": plurals,
+               "operations": ["UPDATE"]} for group, plurals in JOB_GROUPS.items()]
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingAdmissionPolicy", "metadata": _meta(LEADER_TERM_POLICY, False),
+         "spec": {
+             "failurePolicy": "Fail",
+             "paramKind": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"},
+             "matchConstraints": {"resourceRules": rules},
+             "matchConditions": [{"name": "from-the-hub",
+                                  "expression": f"request.userInfo.username == '{hub}'"}],
+             "validations": [{
+                 "expression": f"has(object.metadata.annotations) && '{term}' in "
+                               f"object.metadata.annotations && object.metadata.annotations"
+                               f"['{term}'] == string(params.spec.leaseTransitions)",
+                 "messageExpression": f"'written under hub leader term ' + "
+                                      f"(has(object.metadata.annotations) && '{term}' in "
+                                      f"object.metadata.annotations ? object.metadata."
+                                      f"annotations['{term}'] : 'none') + ', but the term "
+                                      f"is now ' + string(params.spec.leaseTransitions)",
+                 "reason": "Forbidden"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": _meta(LEADER_TERM_POLICY, False),
+         "spec": {"policyName": LEADER_TERM_POLICY, "validationActions": ["Deny"],
+                  "paramRef": {"name": HUB, "namespace": NAMESPACE,
+                               "parameterNotFoundAction": "Deny"}}},
+    ]
+
+
 def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
     """The hub: two replicas (a Lease elects the one that decides; both serve the webhook)."""
     name = HUB
@@ -251,6 +294,7 @@ def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
                             {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
                             {"name": "health", "port": HEALTH_PORT, "targetPort": "health"}]}},
         webhook_configuration(),
+        *leader_term_policy(),
     ]
 
 

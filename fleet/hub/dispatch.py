@@ -31,6 +31,7 @@ from fleet.api import protocol as p
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
+from fleet.clients.leases import NotLeading
 from fleet.clients.patches import merge_diff
 from fleet.kinds.base import KindAdapter
 from fleet.kinds.deps import CONFIGMAP, PVC, SECRET, dependency_manifest
@@ -50,6 +51,13 @@ def now_text() -> str:
 def precise_now() -> str:
     """The time to the microsecond, as the Work's dispatched-at annotation carries it."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _refused(exc: errors.Forbidden) -> Exception:
+    """A write the API server refused for an ended term: this replica no longer leads."""
+    if "hub leader term" in str(exc):
+        return NotLeading(f"refused by the API server: {exc}")
+    return exc
 
 
 def unfenced() -> int:
@@ -85,6 +93,8 @@ class Dispatcher:
                                    subresource=subresource)
         except swallow:
             return None
+        except errors.Forbidden as exc:
+            raise _refused(exc) from None
 
     # -- jobs -------------------------------------------------------------------------------
     def bind(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
@@ -168,6 +178,8 @@ class Dispatcher:
                     p.TERM: str(term)}}}
                 try:
                     created.append(self.kube.create(r.WORKS, body))
+                except errors.Forbidden as exc:
+                    raise _refused(exc) from None
                 except errors.AlreadyExists:
                     existing = self.kube.get(r.WORKS, body["metadata"]["name"],
                                              body["metadata"]["namespace"])
