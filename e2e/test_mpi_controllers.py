@@ -56,7 +56,7 @@ def example(file: str, name: str, index: int = 0) -> Body:
 
 def kubeflow(name: str, *, launcher: str, exit_code: int = 0, restart: str = "OnFailure",
              clean: str = "Running") -> Body:
-    job = example("kubeflow-mpijob-v1.yaml", name)
+    job = example("kubeflow-mpijob.yaml", name)
     job["spec"]["runPolicy"]["cleanPodPolicy"] = clean
     job["spec"]["slotsPerWorker"] = 2
     specs = job["spec"]["mpiReplicaSpecs"]

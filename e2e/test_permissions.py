@@ -47,7 +47,7 @@ def as_agent_on_hub(fleet: LocalFleet) -> Kube:
 def launcher(fleet: LocalFleet, tmp_path_factory: pytest.TempPathFactory) -> Kube:
     """An MPI launcher's identity: the ServiceAccount, Role and RoleBinding the Kubeflow MPI
     controller makes for a two-worker job, written by the agent's own identity."""
-    doc = yaml.safe_load((EXAMPLES / "kubeflow-mpijob-v1.yaml").read_text())
+    doc = yaml.safe_load((EXAMPLES / "kubeflow-mpijob.yaml").read_text())
     job: Body = {**copy.deepcopy(doc), "metadata": {"name": JOB, "namespace": LAUNCHER_NS,
                                                      "uid": "00000000-0000-0000-0000-0000000000aa"}}
     admin, agent = fleet.client(MEMBER), as_agent_on_member(fleet)

@@ -227,6 +227,7 @@ def leader_term_policy() -> list[Body]:
     and users' writes pass. A Lease not there yet refuses them all (nobody leads)."""
     hub = f"system:serviceaccount:{NAMESPACE}:{HUB}"
     term = f"{GROUP}/term"
+    now = "params.metadata.uid + ':' + string(params.spec.leaseTransitions)"  # see leases.py
     rules = [{"apiGroups": [GROUP], "apiVersions": ["*"], "resources": ["works"],
               "operations": ["CREATE", "UPDATE"]}]
     rules += [{"apiGroups": [group], "apiVersions": ["*"], "resources": plurals,
@@ -243,12 +244,12 @@ def leader_term_policy() -> list[Body]:
              "validations": [{
                  "expression": f"has(object.metadata.annotations) && '{term}' in "
                                f"object.metadata.annotations && object.metadata.annotations"
-                               f"['{term}'] == string(params.spec.leaseTransitions)",
+                               f"['{term}'] == {now}",
                  "messageExpression": f"'written under hub leader term ' + "
                                       f"(has(object.metadata.annotations) && '{term}' in "
                                       f"object.metadata.annotations ? object.metadata."
                                       f"annotations['{term}'] : 'none') + ', but the term "
-                                      f"is now ' + string(params.spec.leaseTransitions)",
+                                      f"is now ' + {now}",
                  "reason": "Forbidden"}]}},
         {"apiVersion": "admissionregistration.k8s.io/v1",
          "kind": "ValidatingAdmissionPolicyBinding",

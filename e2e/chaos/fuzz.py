@@ -1,7 +1,7 @@
 """Seeded mutations of fleet's objects: the inputs of the fuzzer (``e2e.chaos.fuzz``) and of
 the unit tests that push malformed jobs through the hub's adapters and the agent's reconcile.
 
-Every object is an example from ``shared/examples`` or a template of a kind, with one to three
+Every object is an example from ``examples/`` or a template of a kind, with one to three
 mutations at random paths: a value of the wrong type, a negative or huge number, a field
 deleted or emptied, unicode, a 1 MiB string, random bytes, a duplicated list entry, a value
 nested hundreds or thousands of levels deep (so deep that the objects need the recursion
@@ -32,7 +32,7 @@ from fleet import nesting
 Body = dict[str, Any]
 Path_ = tuple[str | int, ...]
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MIB = 1 << 20
 
 HUGE_NUMBERS = (4611686018427387904, 2**63 - 1, 2**64, 10**30, 2**31, 10_001, 100_000)

@@ -13,7 +13,7 @@ from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
-EXAMPLES = REPO.parent / "shared" / "examples"
+EXAMPLES = REPO / "examples"
 
 
 def apply_file(kube: Kube, path: Path, namespace: str = "default") -> list[dict[str, Any]]:

@@ -13,10 +13,9 @@ Addresses of fleet slot ``s`` (one per local fleet running at once) and cluster 
 ``10.(208+s).i.1`` host end / ``.2`` node end, pods ``10.(208+s).(64+i).0/24``, services
 ``10.(208+s).(128+i).0/24``. Nothing is routed beyond these namespaces.
 
-The settings that make it work on a root VM with cgroup v1 and no CAP_SYS_RESOURCE are in
-``../shared/reference/real-nodes.md`` of the development notes: containerd's
+What makes it work on a root VM with cgroup v1 and no CAP_SYS_RESOURCE: containerd's
 ``restrict_oom_score_adj``, the kubelet's ``failCgroupV1: false`` and a ``cgroupRoot`` per
-kubelet created in every v1 controller.
+kubelet created in every v1 controller (docs/local-fleet.md).
 """
 
 from __future__ import annotations

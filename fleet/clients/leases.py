@@ -14,10 +14,12 @@ As client-go's leader election does:
   monotonic clock, never by comparing the holder's ``renewTime`` with its own clock: clock
   skew between replicas moves nothing. It takes over only ``lease_seconds`` after that.
 
-Each acquisition starts a new *term*: the Lease's ``leaseTransitions`` as this replica set
-it. A request already sent cannot be recalled, so the writes that must never happen twice
-carry the term (:data:`fleet.api.protocol.TERM`) and the API server refuses those of an
-ended term (the ``fleet-leader-term`` ValidatingAdmissionPolicy, against the Lease itself).
+Each acquisition starts a new *term*: ``<the Lease's uid>:<its leaseTransitions>`` as this
+replica set them (the uid too, as a Lease deleted and made again counts its transitions
+from 1 again). A request already sent cannot be recalled, so the writes that must never
+happen twice carry the term (:data:`fleet.api.protocol.TERM`) and the API server refuses
+those of an ended term (the ``fleet-leader-term`` ValidatingAdmissionPolicy, against the
+Lease itself).
 Every write to the Lease is a replace guarded by its resourceVersion, so two replicas racing
 for it cannot both win.
 """
@@ -63,7 +65,7 @@ class LeaderElector:
         self.retry_seconds = retry_seconds if retry_seconds is not None else lease_seconds / 5
         self.identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.clock = clock
-        self.term = 0  # the lease's transitions when this replica last acquired it
+        self.term = ""  # "<lease uid>:<transitions>" when this replica last acquired it
         self._renewed_at: float | None = None  # when the last successful renewal was sent
         self._observed: tuple[object, float] | None = None  # (record, when first seen)
         self._lock = threading.Lock()
@@ -78,7 +80,7 @@ class LeaderElector:
             renewed = self._renewed_at
         return renewed is not None and self.clock() - renewed < self.renew_deadline
 
-    def fence(self) -> int:
+    def fence(self) -> str:
         """The term to write under; raises NotLeading when this replica may not write."""
         if not self.leading:
             raise NotLeading(f"{self.identity} does not lead {self.namespace}/{self.name}")
@@ -99,7 +101,7 @@ class LeaderElector:
     def _tell(self, on_change: Callable[[bool], None] | None) -> None:
         leading = self.leading
         if leading != self._was_leading:
-            log.info("%s %s leadership of %s/%s (term %d)", self.identity,
+            log.info("%s %s leadership of %s/%s (term %s)", self.identity,
                      "took" if leading else "lost", self.namespace, self.name, self.term)
             self._was_leading = leading
             if on_change is not None:
@@ -118,20 +120,19 @@ class LeaderElector:
         try:
             lease = self.kube.get_or_none(r.LEASES, self.name, self.namespace)
             if lease is None:
-                self.kube.create(r.LEASES, self._lease(1, sent), namespace=self.namespace)
-                return self._won(1, sent)
+                made = self.kube.create(r.LEASES, self._lease(1, sent), namespace=self.namespace)
+                return self._won(made, 1, sent)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
             transitions = int(spec.get("leaseTransitions") or 0)
             mine = holder == self.identity and self._renewed_at is not None and \
-                transitions == self.term
+                term_of(lease, transitions) == self.term
             if not mine and holder and not self._expired(lease, sent):
                 return self._lost()
-            term = transitions if mine else transitions + 1  # a new term for every acquisition
-            body = self._lease(term, sent, spec.get("acquireTime") if mine else None)
+            count = transitions if mine else transitions + 1  # a new term each acquisition
+            body = self._lease(count, sent, spec.get("acquireTime") if mine else None)
             body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
-            self.kube.replace(r.LEASES, body)
-            return self._won(term, sent)
+            return self._won(self.kube.replace(r.LEASES, body), count, sent)
         except (errors.Conflict, errors.AlreadyExists):
             return self.leading  # another replica wrote first: its record is seen next time
         except errors.ApiError as exc:
@@ -150,9 +151,9 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
         return now - self._observed[1] > duration
 
-    def _won(self, term: int, sent: float) -> bool:
+    def _won(self, lease: dict[str, Any], transitions: int, sent: float) -> bool:
         with self._lock:
-            self.term, self._renewed_at = term, sent
+            self.term, self._renewed_at = term_of(lease, transitions), sent
         return True
 
     def _lost(self) -> bool:
@@ -175,12 +176,19 @@ class LeaderElector:
         except errors.ApiError as exc:
             log.warning("lease %s/%s not released: %s", self.namespace, self.name, exc)
 
-    def _lease(self, term: int, sent: float, acquired: str | None = None) -> dict[str, Any]:
+    def _lease(self, transitions: int, sent: float, acquired: str | None = None
+               ) -> dict[str, Any]:
         now = _micro(datetime.now(UTC))  # (for people reading it: nobody compares it)
         return {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
                      "acquireTime": acquired or now, "renewTime": now,
-                     "leaseTransitions": term},
+                     "leaseTransitions": transitions},
         }
+
+
+def term_of(lease: dict[str, Any], transitions: int) -> str:
+    """A leader's term: the Lease's uid and its transitions (as the admission policy reads
+    them)."""
+    return f"{lease['metadata'].get('uid', '')}:{transitions}"

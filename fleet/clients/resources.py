@@ -57,6 +57,12 @@ PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespa
 VALIDATINGWEBHOOKCONFIGURATIONS = Resource(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False,
     kind="ValidatingWebhookConfiguration")
+VALIDATINGADMISSIONPOLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", namespaced=False,
+    kind="ValidatingAdmissionPolicy")
+VALIDATINGADMISSIONPOLICYBINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", namespaced=False,
+    kind="ValidatingAdmissionPolicyBinding")
 PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets",
                                 kind="PodDisruptionBudget")
 ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")
@@ -88,7 +94,8 @@ JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, T9K_MPIJOBS, TENSORFLOWTRAIN
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,
-    DEPLOYMENTS, DAEMONSETS, VALIDATINGWEBHOOKCONFIGURATIONS, PODDISRUPTIONBUDGETS, ENDPOINTSLICES,
+    DEPLOYMENTS, DAEMONSETS, VALIDATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES,
+    VALIDATINGADMISSIONPOLICYBINDINGS, PODDISRUPTIONBUDGETS, ENDPOINTSLICES,
     ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS, CRDS, PRIORITYCLASSES, MEMBERCLUSTERS,
     WORKS, PROPAGATIONPOLICIES, CLUSTERPROPAGATIONPOLICIES, ELASTICQUOTATREES, QUEUES, *JOB_KINDS,
 )}

@@ -38,6 +38,7 @@ from fleet.kinds.deps import CONFIGMAP, PVC, SECRET, dependency_manifest
 
 log = logging.getLogger(__name__)
 COMPONENT = "fleet-hub"
+LEADER_TERM_POLICY = "fleet-leader-term"  # the admission policy that fences the hub's writes
 # Named through this module by the queueing code.
 ADMITTED_AT, REQUEUE = p.ADMITTED_AT, p.REQUEUE
 GONE = (errors.NotFound,)
@@ -53,20 +54,21 @@ def precise_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _refused(exc: errors.Forbidden) -> Exception:
-    """A write the API server refused for an ended term: this replica no longer leads."""
-    if "hub leader term" in str(exc):
+def _refused(exc: errors.ApiError) -> Exception:
+    """A write the API server refused for an ended term (or with no Lease at all): this
+    replica does not lead."""
+    if LEADER_TERM_POLICY in str(exc):
         return NotLeading(f"refused by the API server: {exc}")
     return exc
 
 
-def unfenced() -> int:
-    """The term of a hub that runs alone (tests, a bench): 0, and every write allowed."""
-    return 0
+def unfenced() -> str:
+    """The term of a hub that runs alone (tests, a bench): every write allowed."""
+    return ""
 
 
 class Dispatcher:
-    def __init__(self, kube: Kube, fence: Callable[[], int] = unfenced) -> None:
+    def __init__(self, kube: Kube, fence: Callable[[], str] = unfenced) -> None:
         self.kube = kube
         self.fence = fence  # the leader's term, or NotLeading (fleet.clients.leases)
         self.events = events.EventRecorder(kube, COMPONENT)
@@ -83,7 +85,7 @@ class Dispatcher:
         body = dict(patch)
         if subresource is None:
             marks = dict((patch.get("metadata") or {}).get("annotations") or {})
-            marks[p.TERM] = str(term)
+            marks[p.TERM] = term
             body["metadata"] = {**(patch.get("metadata") or {}), "annotations": marks}
         if guarded:
             body["metadata"] = {**(body.get("metadata") or {}),
@@ -93,7 +95,7 @@ class Dispatcher:
                                    subresource=subresource)
         except swallow:
             return None
-        except errors.Forbidden as exc:
+        except (errors.Forbidden, errors.Invalid) as exc:
             raise _refused(exc) from None
 
     # -- jobs -------------------------------------------------------------------------------
@@ -175,10 +177,10 @@ class Dispatcher:
                 # when it was sent, for the agent's "applied" stage (fleet.hub.stages)
                 body = {**unsent, "metadata": {**meta, "annotations": {
                     **(meta.get("annotations") or {}), p.DISPATCHED_AT: precise_now(),
-                    p.TERM: str(term)}}}
+                    p.TERM: term}}}
                 try:
                     created.append(self.kube.create(r.WORKS, body))
-                except errors.Forbidden as exc:
+                except (errors.Forbidden, errors.Invalid) as exc:
                     raise _refused(exc) from None
                 except errors.AlreadyExists:
                     existing = self.kube.get(r.WORKS, body["metadata"]["name"],

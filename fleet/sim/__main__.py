@@ -24,6 +24,7 @@ from fleet.sim.runs import Run, run_all
 from fleet.sim.study_report import study_json, study_plot, study_text
 from fleet.sim.trace import (
     DEFAULT_PODS,
+    DEFAULT_TRACE,
     NODE_FILE,
     Trace,
     TraceError,
@@ -109,9 +110,7 @@ def plot(outcomes: list[Outcome], out: Path) -> str:
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fleet.sim", description=__doc__)
-    parser.add_argument("--trace", type=Path,
-                        default=Path(__file__).resolve().parents[3] / "shared" / "traces"
-                        / "alibaba-gpu-2023")
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--pods", type=Path, action="append", default=[],
                         help="a further pod-list file for the fragmentation study (repeatable)")
     parser.add_argument("--out", type=Path, default=Path(".sim"))

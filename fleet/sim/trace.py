@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRIORITY = {"Guaranteed": 3, "LS": 2, "Burstable": 1, "BE": 0}
+# The trace the repository carries (data/traces/alibaba-gpu-2023/SOURCE.md: its source and
+# licence).
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "data" / "traces" / "alibaba-gpu-2023"
 NODE_FILE = "openb_node_list_gpu_node.csv"
 POD_GLOB = "openb_pod_list_*.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"

@@ -31,7 +31,7 @@ def by_kind(objects: Any) -> dict[str, Body]:
 # -- Kubeflow MPIJob ---------------------------------------------------------------------
 
 def test_kubeflow_launcher_waits_for_ready_workers() -> None:
-    job = example("kubeflow-mpijob-v1.yaml")
+    job = example("kubeflow-mpijob.yaml")
     decision, job = run(KUBEFLOW_MPI, job, [])
     assert [p["metadata"]["name"] for p in decision.create] == ["job-worker-0", "job-worker-1"]
     not_ready = [pod("Worker", 0), pod("Worker", 1, "Pending")]
@@ -42,14 +42,15 @@ def test_kubeflow_launcher_waits_for_ready_workers() -> None:
 
 
 def test_kubeflow_config_and_rbac() -> None:
-    job = example("kubeflow-mpijob-v1.yaml")
+    job = example("kubeflow-mpijob.yaml")
     decision, _ = run(KUBEFLOW_MPI, job, [pod("Worker", 0), pod("Worker", 1, "Pending")])
     objects = by_kind(decision.objects)
     data = objects["ConfigMap"]["data"]
     assert objects["ConfigMap"]["metadata"]["name"] == "job-config"
     assert data["hostfile"] == "job-worker-0 slots=1\njob-worker-1 slots=1\n"
     assert data["discover_hosts.sh"] == "#!/bin/sh\necho job-worker-0:1\n"
-    assert "kubectl exec \"${POD_NAME}\" --container horovod-worker" in data["kubexec.sh"]
+    # (the launcher execs into the workers' first container, by its name)
+    assert "kubectl exec \"${POD_NAME}\" --container worker" in data["kubexec.sh"]
     rules = objects["Role"]["rules"]
     assert rules[1] == {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"],
                         "resourceNames": ["job-worker-0", "job-worker-1"]}
@@ -57,7 +58,7 @@ def test_kubeflow_config_and_rbac() -> None:
 
 
 def test_kubeflow_launcher_pod() -> None:
-    job = example("kubeflow-mpijob-v1.yaml")
+    job = example("kubeflow-mpijob.yaml")
     decision, _ = run(KUBEFLOW_MPI, job, [pod("Worker", 0), pod("Worker", 1)])
     launcher = decision.create[0]
     spec = launcher["spec"]
@@ -73,7 +74,7 @@ def test_kubeflow_launcher_pod() -> None:
 
 
 def test_kubeflow_launcher_decides_and_cleans_workers_only() -> None:
-    job = example("kubeflow-mpijob-v1.yaml")  # cleanPodPolicy: Running
+    job = example("kubeflow-mpijob.yaml")  # cleanPodPolicy: Running
     pods = [pod("Launcher", 0, "Succeeded"), pod("Worker", 0), pod("Worker", 1)]
     decision, done = run(KUBEFLOW_MPI, job, pods)
     assert "Succeeded" in true(done["status"])
@@ -158,8 +159,9 @@ def test_horovod_example_gets_nccl_debug_and_mca() -> None:
     decision, _ = run(T9K_MPI, job, [pod("worker", 0), pod("worker", 1)])
     main = decision.create[0]["spec"]["containers"][0]
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in main["env"]
-    assert main["command"][3:7] == ["--mca", "btl", "^openib", "--mca"]
-    assert "pml" in main["command"]
+    command = main["command"]
+    said = {tuple(command[i + 1:i + 3]) for i, word in enumerate(command) if word == "--mca"}
+    assert {("btl", "^openib"), ("pml", "ob1")} <= said
 
 
 def test_slots_and_hostfile_helpers() -> None:

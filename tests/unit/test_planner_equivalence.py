@@ -9,7 +9,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from fleet.hub.pass_view import Carried
 from fleet.hub.scheduler import Scheduler, Settings
 from fleet.hub.views import cluster_view
 from fleet.sim.engine import GPU, Event, Running, Scenario, Simulation, node_name
-from fleet.sim.trace import Gang, Node, Trace, load
+from fleet.sim.trace import DEFAULT_TRACE, Gang, Node, Trace, load
 from planner import Plan, plan_pass
 from planner.intents import Grow, Preempt, Requeue, Shrink
 from planner.view import Hold
@@ -31,7 +30,7 @@ from quota.engine import QueuePolicy
 from quota.queues import queue_names
 from quota.tree import QuotaNode, walk
 
-TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba-gpu-2023"
+TRACE = DEFAULT_TRACE
 Body = dict[str, Any]
 
 
@@ -415,7 +414,6 @@ def test_the_hand_made_corpus_covers_every_decision() -> None:
     assert not victims["elastic-shrunk"]
 
 
-@pytest.mark.skipif(not TRACE.is_dir(), reason="the trace folder is not checked out")
 def test_hub_and_simulator_plan_alike_on_moments_of_the_trace() -> None:
     decided = preempts = 0
     for _name, state in from_trace():

@@ -72,7 +72,7 @@ def templates(job: Body) -> list[Body]:
 
 
 @pytest.mark.parametrize("job", [
-    seed_pytorchjob("j", "ns"), example("kubeflow-mpijob-v1.yaml"),
+    seed_pytorchjob("j", "ns"), example("kubeflow-mpijob.yaml"),
     example("t9k-mpijob-horovod.yaml"), example("t9k-tensorflowtrainingjob.yaml")],
     ids=["pytorchjob", "kubeflow-mpijob", "t9k-mpijob", "t9k-tensorflow"])
 def test_the_agent_labels_every_template_and_keeps_it_from_other_tenants(job: Body) -> None:
