@@ -71,7 +71,7 @@ images: $(STAMP) node-packages  ## the real nodes' images (pause, busybox, fleet
 test: $(STAMP) bins helm mpi-packages node-packages images  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP) bins  ## the performance budgets of DESIGN.md section 8 (JSON lines + table)
+bench: $(STAMP) bins  ## the performance budgets of docs/architecture.md (JSON lines + table)
 	$(PY) -m e2e.bench --out .bench/results.jsonl
 
 chaos: $(STAMP) bins $(NODE_DEPS)  ## every fault scenario at full count on fresh fleets (Pod scenarios: real nodes); table of violations

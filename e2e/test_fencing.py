@@ -1,4 +1,4 @@
-"""Fencing and member-side failures (DESIGN §5.6, issue 15).
+"""Fencing and member-side failures (docs/architecture.md, invariant 6, issue 15).
 
 A member that comes back after its gang failed over removes its copy instead of running it; a
 Work that disappears from the hub takes its member job along at once; a member that refuses a

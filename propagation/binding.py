@@ -1,4 +1,4 @@
-"""The text of the ScheduleBindingSucceed event, exactly as ACK One prints it (DESIGN.md §3)."""
+"""The text of the ScheduleBindingSucceed event, exactly as ACK One prints it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Gang division: all replicas of a job on the fewest clusters that fit them, or none.
 
-Order of preference (DESIGN.md §4): one cluster if any fits the whole gang, the one it fits
-most tightly in the scarcest resource; otherwise, when the policy allows a split, the fewest
-clusters taken largest-capacity first, the leader (master, launcher, chief) in the cluster that
-takes the largest share. Ties break by cluster name, so equal inputs give equal decisions.
+Order of preference (docs/concepts/placement.md): one cluster if any fits the whole gang, the
+one it fits most tightly in the scarcest resource; otherwise, when the policy allows a split,
+the fewest clusters taken largest-capacity first, the leader (master, launcher, chief) in the
+cluster that takes the largest share. Ties break by cluster name, so equal inputs give equal
+decisions.
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
-"""``make bench``: fleet's performance budgets (DESIGN.md §8), each measured beside a baseline
+"""``make bench``: fleet's budgets (docs/architecture.md), each measured beside a baseline
 run in the same process, printed as one JSON object per line and a readable table."""

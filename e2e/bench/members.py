@@ -2,11 +2,12 @@
 
 Each simulated member has 200 nodes of mixed shapes but no API server. What the hub sees of it
 is written by the agent's own code: its :class:`~member_agent.reporter.Reporter` renews the
-heartbeat Lease and applies the grouped capacity report, and its
-:class:`~member_agent.hubsync.HubSync` builds and writes the Works' status. The member's job
-controller is the agent's pure reconcile (``member_agent.controllers.reconcile.decide``);
-only the member's scheduler and kubelet are simulated here: a pod is bound to the first node it
-fits, runs after ``START_DELAY`` and exits 0 after the job's ``fleet.sh/sim-duration``.
+heartbeat Lease and applies the grouped capacity report, and its Work status reporter
+(:class:`~member_agent.works.status.StatusReporter`) builds and writes the Works' status. The
+member's job controller is the agent's pure reconcile
+(``member_agent.controllers.reconcile.decide``); only the member's scheduler and kubelet are
+simulated here: a pod is bound to the first node it fits, runs after ``START_DELAY`` and exits
+0 after the job's ``fleet.sh/sim-duration``.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from typing import Any, cast
 from fleet.api.protocol import AGENT_FINALIZER
 from fleet.clients import errors
 from fleet.clients import resources as r
+from fleet.clients.informer import DELETED, Informer
 from fleet.clients.kube import Kube
 from fleet.kinds.base import pod_request
 from member_agent.controllers.kind import Observed
 from member_agent.controllers.kubeflow import PYTORCH
 from member_agent.controllers.reconcile import decide
 from member_agent.controllers.runtime import key_of, observe
-from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
 from member_agent.state import MemberState
+from member_agent.works.sync import WorkSync
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -122,7 +124,7 @@ class Member:
     def __post_init__(self) -> None:
         api = cast(Kube, MemberAPI())
         self.reporter = Reporter(self.hub, api, self.name, self.state)
-        self.sync = HubSync(self.hub, api, self.name, self.state)
+        self.sync = WorkSync(self.hub, api, self.name, self.state)
         self.free: dict[str, dict[str, int]] = {}
         for node in self.nodes:
             self.state.put_node(node, deleted=False)
@@ -131,7 +133,6 @@ class Member:
                     "allocatable"]}}]}}))
         self.state.synced.set()
         self.lock = threading.Lock()
-        self.dirty = threading.Event()  # a Work's member job or pods changed: report status
 
     # -- the member's job controller, scheduler and kubelet ---------------------------
     def apply(self, work: Body) -> float | None:
@@ -140,8 +141,7 @@ class Member:
         manifest = copy.deepcopy(work["spec"]["manifests"][0])
         manifest["metadata"]["uid"] = f"member-{work['metadata']['uid']}"
         manifest["metadata"]["creationTimestamp"] = stamp(time.time())
-        with self.sync.lock:
-            self.sync.works[work["metadata"]["name"]] = work
+        self.sync.book.record(work)
         self.state.stores.put_job(key_of(manifest), manifest)
         pods = self.reconcile(manifest)
         for pod in pods:
@@ -169,7 +169,6 @@ class Member:
             pod["status"] = {"phase": "Pending"}
             created.append(pod)
             self.put_pod(pod)
-        self.dirty.set()
         return created
 
     def put_pod(self, pod: Body) -> None:
@@ -244,9 +243,8 @@ class Member:
             self.state.stores.put_pod(pod, deleted=True)
             self.state.put_pod(pod, deleted=True)
         self.state.stores.put_job(key, None)
-        with self.sync.lock:
-            self.sync.works.pop(name, None)
-            self.sync.reported.pop(name, None)
+        self.sync.book.drop(name)
+        self.sync.status.forget(name, wholly=True)
         finalizers = [f for f in work["metadata"].get("finalizers") or []
                       if f != AGENT_FINALIZER]
         try:
@@ -344,49 +342,38 @@ class Fleet:
             log.warning("%s: heartbeat failed: %s", member.name, exc)
 
     def _statuses(self, stop: threading.Event) -> None:
-        """Work status of members whose jobs changed, by the agent's own report pass."""
+        """Work status of the Works whose jobs changed, by the agent's own reporter (the
+        member caches mark them, as on a member)."""
+
+        def report(member: Member) -> None:
+            marked = member.sync.status.take_marked()
+            if marked:
+                member.sync.status.report(marked)
+
         with ThreadPoolExecutor(8, thread_name_prefix="status") as pool:
             while not stop.is_set():
-                changed = [m for m in self.members.values() if m.dirty.is_set()]
-                for member in changed:
-                    member.dirty.clear()
-                list(pool.map(lambda m: _guarded(m.sync.report_once), changed))
+                list(pool.map(lambda m: _guarded(lambda: report(m)), self.members.values()))
                 stop.wait(0.5)
 
     def _works(self, stop: threading.Event) -> None:
-        version = ""
-        while not stop.is_set():
-            try:
-                if not version:
-                    works, version = self.hub.list(r.WORKS)
-                    for work in works:
-                        self._seen(work)
-                for kind, work in self.hub.watch(r.WORKS, resource_version=version,
-                                                 timeout_seconds=60):
-                    version = work["metadata"].get("resourceVersion", version)
-                    if kind in ("ADDED", "MODIFIED"):
-                        self._seen(work)
-                    if stop.is_set():
-                        return
-            except errors.ApiError as exc:
-                if exc.status != 410:
-                    log.warning("watch of Works interrupted: %s", exc)
-                version = ""
+        def seen(kind: str, work: Body) -> None:
+            if kind != DELETED:
+                self._seen(work)
+
+        Informer(self.hub, r.WORKS, handle=seen, keep=False).run(stop)
 
     def _seen(self, work: Body) -> None:
         member = self.by_namespace.get(work["metadata"]["namespace"])
         if member is None:
             return
         name = work["metadata"]["name"]
-        with member.sync.lock:
-            known = name in member.sync.works
-            if known:
-                member.sync.works[name] = work
+        known = member.sync.book.get(name) is not None
+        if known:
+            member.sync.book.update(work)
         if work["metadata"].get("deletionTimestamp"):
             self.timeline.at(time.monotonic(), lambda: member.forget(work))
         elif not known:
-            with member.sync.lock:  # claimed now, so a MODIFIED before the apply is no new Work
-                member.sync.works[name] = work
+            member.sync.book.record(work)  # claimed now: a MODIFIED before the apply is no new Work
             self.timeline.at(time.monotonic(), lambda: self._run(member, work))
 
     def _run(self, member: Member, work: Body) -> None:

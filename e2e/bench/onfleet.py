@@ -235,7 +235,7 @@ def throughput(fleet: LocalFleet, hub: Kube, jobs: int) -> list[Result]:
     results = [
         Result("hub write rate while dispatching", per_job * rate, "writes/s", "",
                raw_rate, "raw write rate",
-               note="DESIGN asks >= 50 % of the API server's own write rate"),
+               note="the budget asks >= 50 % of the API server's own write rate"),
         Result("hub API raw write rate (baseline)", raw_rate, "writes/s", "",
                note=f"{jobs} PyTorchJob creates from 8 client threads"),
         Result("admission+division+dispatch, 1,000 jobs, 3 members", rate, "jobs/s",

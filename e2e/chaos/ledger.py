@@ -1,5 +1,5 @@
 """A ledger of hub and member state, sampled while a scenario runs, checked against the
-invariants of DESIGN.md section 5.
+invariants of docs/architecture.md.
 
 One thread per cluster lists what the checks need (hub: jobs, Works, the quota tree; member:
 jobs and pods) every ``interval`` seconds, with a short client timeout so a frozen API server

@@ -1,4 +1,4 @@
-"""The bounds on every number and size a user controls (DESIGN.md §5, invariant 7).
+"""The bounds on every number and size a user controls (docs/architecture.md, invariant 7).
 
 The API models put them in the CRD schemas (``maximum``, ``maxItems``, ``maxLength``,
 ``maxProperties``) and in CEL rules where a bound spans fields; the hub and the agents check

@@ -3,7 +3,7 @@
 The hub records a job's placement on the job itself, writes one Work per member cluster
 (``fleet.sh/v1alpha1``, modelled in :mod:`fleet.api.cluster`) into the member's hub namespace,
 and puts into each Work the member copy of the job, marked with where it belongs. The agent
-applies the copy, runs it while its Work lasts (fencing, DESIGN §5.6) and reports back in the
+applies the copy, runs it while its Work lasts (fencing: invariant 6) and reports back in the
 Work's status. Both programs import the names and the small readers and writers below, so
 neither spells the protocol on its own.
 
@@ -42,7 +42,7 @@ FAILOVER_SINCE = f"{GROUP}/failover-since"
 # The clusters a job failed over from: its next placement avoids them (as Karmada's scheduler
 # avoids a cluster its binding is being evicted from); cleared by the next bind.
 FAILOVER_AVOID = f"{GROUP}/failover-avoid"
-# Fencing (DESIGN §5.6). Every bind of a job raises its placement generation by one. The hub
+# Fencing (invariant 6). Every bind of a job raises its placement generation by one. The hub
 # keeps it on the job (this annotation, written by the bind, which is guarded by the job's
 # resourceVersion, so it only ever grows); each Work carries it (``spec.placement.generation``)
 # and the member copy the agent applies carries it (this annotation). An agent runs a member

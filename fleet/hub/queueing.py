@@ -110,7 +110,8 @@ def holding(job: Mapping[str, Any], classes: Mapping[str, int],
 
 def with_admitted(status: Body, job: Mapping[str, Any]) -> Body:
     """A bound job's status with its ``Admitted`` condition: which quota admitted it, and
-    when (from its marks: no write of its own, it goes with the job's first status)."""
+    when (from its marks: no write of its own, it goes with the job's first status). It goes
+    first, as it came first: kubectl's STATE column is the last condition."""
     annotations = job["metadata"].get("annotations") or {}
     by, at = annotations.get(ADMITTED_BY), annotations.get(ADMITTED_AT)
     if not by or not at:
@@ -119,7 +120,7 @@ def with_admitted(status: Body, job: Mapping[str, Any]) -> Body:
             "message": f"admitted by quota {by}", "lastTransitionTime": at,
             "lastUpdateTime": at}
     kept = [c for c in status.get("conditions") or [] if c.get("type") != "Admitted"]
-    return {**status, "conditions": [*kept, said]}
+    return {**status, "conditions": [said, *kept]}
 
 
 def queue_policies(snap: Snapshot, names: Mapping[tuple[str, ...], str]) -> dict[str, QueuePolicy]:

@@ -1,4 +1,4 @@
-"""Fencing (DESIGN §5.6): which member jobs the agent may run, and which it must remove.
+"""Fencing (invariant 6): which member jobs the agent may run, and which it must remove.
 
 Pure: the agent's view of the Works in its hub namespace (one :class:`Fence` per Work) and the
 member jobs it applied (:class:`MemberJob`, from its member-side cache) in; decisions with

@@ -1,11 +1,13 @@
 """kopf handlers of the agent, on its member cluster: they only record what they see and queue
-the affected job for its controller. The hub is reached through the plain client (hubsync)."""
+the affected job for its controller. The hub is reached through the plain client and an
+informer (:mod:`member_agent.works`)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -24,9 +26,9 @@ from member_agent.controllers.runtime import (
     key_of,
 )
 from member_agent.election import AgentElection
-from member_agent.hubsync import HubSync
 from member_agent.reporter import Reporter
 from member_agent.state import MemberState
+from member_agent.works.sync import WorkSync
 
 log = logging.getLogger(__name__)
 STATE = MemberState()
@@ -96,19 +98,20 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     STATE.synced.set()
     controller = JobController(member, STATE.stores, QUEUE)
     CONTROLLERS.append(controller)
-    sync = HubSync(hub, member, cluster, STATE,
-                   fence_interval=float(os.environ.get("FLEET_FENCE_SWEEP_SECONDS", "2")),
-                   placeholder_image=os.environ.get("FLEET_PLACEHOLDER_IMAGE")
-                   or DEFAULT_IMAGE)
+    sync = WorkSync(hub, member, cluster, STATE,
+                    fence_interval=float(os.environ.get("FLEET_FENCE_SWEEP_SECONDS", "2")),
+                    placeholder_image=os.environ.get("FLEET_PLACEHOLDER_IMAGE")
+                    or DEFAULT_IMAGE)
     controller.fence = sync.may_run
     controller.take_slot = sync.take_slot
     sync.wake = QUEUE.add
     reporter = Reporter(hub, member, cluster, STATE,
                         interval=float(os.environ.get("FLEET_HEARTBEAT_INTERVAL", "2")),
                         held=sync.held, topology_levels=_topology_levels())
-    threads = [(f"controller-{i}", controller.run) for i in range(WORKERS)]
-    threads += [("hub-works", sync.run), ("hub-status", sync.report_loop),
-                ("fencing", sync.fence_loop), ("heartbeat", reporter.run)]
+    threads: list[tuple[str, Callable[[threading.Event], None]]] = [
+        (f"controller-{i}", controller.run) for i in range(WORKERS)]
+    threads += sync.threads()
+    threads.append(("heartbeat", reporter.run))
 
     def lead() -> None:
         # Only the leader serves its pods' logs to the hub (and reports where).

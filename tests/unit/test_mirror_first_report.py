@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleet.api.protocol import ADMITTED_AT, ADMITTED_BY
 from fleet.hub import status_mirror
 from fleet.hub.hub_writes import WriteStatus
+from fleet.hub.queueing import with_admitted
 from fleet.hub.status_mirror import FIRST_REPORT_WAIT_SECONDS
 from fleet.kinds.kubeflow import PYTORCH
 
@@ -66,3 +68,16 @@ def test_a_job_that_showed_a_status_is_not_kept_waiting() -> None:
     bound = {"conditions": [{"type": "Created", "status": "True",
                              "reason": "ScheduleBindingSucceed"}], "clusters": ["member1"]}
     assert mirror(job(bound), [work()], 0.0) == (True, [])
+
+
+def test_the_admitted_condition_never_hides_the_job_state() -> None:
+    """kubectl's STATE is the last condition: Admitted goes first, as it came first."""
+    admitted = job()
+    admitted["metadata"]["annotations"] = {ADMITTED_BY: "root/a",
+                                           ADMITTED_AT: "2026-11-27T06:00:00Z"}
+    status = {"conditions": [{"type": "Created", "status": "True"},
+                             {"type": "Running", "status": "True"}]}
+    types = [c["type"] for c in with_admitted(status, admitted)["conditions"]]
+    assert types == ["Admitted", "Created", "Running"]
+    again = with_admitted(with_admitted(status, admitted), admitted)
+    assert [c["type"] for c in again["conditions"]] == types

@@ -43,13 +43,13 @@ def test_a_simulated_member_runs_a_work_and_reports_it_as_the_agent_does() -> No
     assert duration is not None
     assert 15 <= duration <= 45
     assert gpus_free(member) == before - 8 * replicas  # every pod bound, first fit
-    assert member.sync.work_status(work)["applied"] is True
+    assert member.sync.status.work_status(work)["applied"] is True
 
     job_body = work["spec"]["manifests"][0]
     current, _ = member.state.stores.read(JobKey("PyTorchJob.kubeflow.org/tenant-a/j"))
     assert current is not None
     member.run_pods(current, "Running")
-    status = member.sync.work_status(work)
+    status = member.sync.status.work_status(work)
     assert status["state"] == "Running"
     assert {p["phase"] for p in status["pods"]} == {"Running"}
     assert all(p.get("node") for p in status["pods"])
@@ -58,7 +58,7 @@ def test_a_simulated_member_runs_a_work_and_reports_it_as_the_agent_does() -> No
     current, _ = member.state.stores.read(JobKey.of_body(job_body))
     assert current is not None
     member.run_pods(current, "Succeeded")
-    assert member.sync.work_status(work)["state"] == "Succeeded"
+    assert member.sync.status.work_status(work)["state"] == "Succeeded"
     assert gpus_free(member) == before
     report = member.reporter.capacity()
     assert report["freeGpus"] == before
@@ -68,7 +68,7 @@ def test_a_simulated_member_runs_a_work_and_reports_it_as_the_agent_does() -> No
 def test_a_pod_that_fits_no_node_stays_pending_unschedulable() -> None:
     member = Member("m1", cast(Kube, None), nodes_of("m1", 3, random.Random(3)))
     member.apply(a_work(gpus_per_replica=64))
-    status = member.sync.work_status(a_work())
+    status = member.sync.status.work_status(a_work())
     assert not any(p.get("node") for p in status["pods"])
     healthy = next(c for c in status["conditions"] if c["type"] == "Healthy")
     assert healthy["status"] == "False"

@@ -67,9 +67,15 @@ class Stores:
     pods: dict[JobKey, dict[str, Body]] = field(default_factory=dict)
     boards: dict[JobKey, Body] = field(default_factory=dict)  # TensorBoard Deployments
     # the member's last refusal of a job's pod, until a reconcile creates its pods (read by
-    # hubsync into the Work's health)
+    # the Work status reporter into the Work's health)
     refusals: dict[JobKey, Refusal] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # told of every change to a job, its pods or its refusal (the Work status reporter)
+    listeners: list[Callable[[JobKey], None]] = field(default_factory=list)
+
+    def _changed(self, key: JobKey) -> None:
+        for listener in self.listeners:
+            listener(key)
 
     def put_job(self, key: JobKey, body: Mapping[str, Any] | None) -> None:
         with self.lock:
@@ -78,6 +84,7 @@ class Stores:
                 self.refusals.pop(key, None)
             else:
                 self.jobs[key] = copy.deepcopy(dict(body))
+        self._changed(key)
 
     def put_pod(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
         key = controller_of(body)
@@ -90,6 +97,7 @@ class Stores:
                 pods.pop(name, None)
             else:
                 pods[name] = copy.deepcopy(dict(body))
+        self._changed(key)
         return key
 
     def put_board(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
@@ -104,10 +112,13 @@ class Stores:
 
     def set_refusal(self, key: JobKey, refusal: Refusal | None) -> None:
         with self.lock:
+            before = self.refusals.get(key)
             if refusal is None:
                 self.refusals.pop(key, None)
             else:
                 self.refusals[key] = refusal
+        if before != refusal:
+            self._changed(key)
 
     def refusal(self, key: JobKey) -> Refusal | None:
         with self.lock:
@@ -232,11 +243,12 @@ class JobController:
         self._marks_lock = threading.Lock()
         self._timers: dict[JobKey, threading.Timer] = {}
         self._timers_lock = threading.Lock()
-        # Fencing: whether this job may run here now (hubsync knows the Works); a fenced job
+        # Fencing: whether this job may run here now (the Work watch knows the Works); a fenced job
         # is not reconciled at all, so it gets no new pods, until it runs again or is removed.
         self.fence: Callable[[Mapping[str, Any], JobKey], bool] = lambda job, key: True
         # Reservations: the node a slot's placeholder holds (it is deleted as the slot's real
-        # pod is created there; hubsync knows the placeholders), None when none holds it.
+        # pod is created there; the reservation holds know the placeholders), None when none
+        # holds it.
         self.take_slot: Callable[[Mapping[str, Any], tuple[str, int]], str | None] = \
             lambda job, slot: None
         self._failures: dict[JobKey, tuple[int, str]] = {}  # key -> (failures in a row, last)

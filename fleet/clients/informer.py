@@ -1,0 +1,111 @@
+"""client-go's reflector and store, for the watches kopf cannot serve: one resource (in one
+namespace, or all) of an API server other than the operator's own.
+
+The agent watches its hub namespace's Works on the hub (kopf watches only the cluster it runs
+against); the scale bench watches the hub's Works and jobs for its simulated members. Each
+used to hand-write the same list-then-watch loop; this is that loop once:
+
+- list, then watch from the list's resourceVersion, with bookmarks;
+- a watch that expires (410) or breaks lists again, after ``pause`` seconds on an error;
+- after each list, the objects that vanished meanwhile are handed over as ``DELETED`` with
+  their last known state (client-go's ``DeletedFinalStateUnknown``), so a handler never
+  misses a deletion that happened while the watch was down;
+- ``synced`` is set once the first list has been handed over (client-go's ``HasSynced``), and
+  ``listed`` is called after every list.
+
+Handlers run on the informer's thread, in the API server's order; a slow handler delays the
+next event, so handlers that do I/O hand work on (the agent's go to a per-key pool).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fleet.clients import errors
+from fleet.clients.kube import Kube
+from fleet.clients.resources import Resource
+
+log = logging.getLogger(__name__)
+Body = dict[str, Any]
+Handler = Callable[[str, Body], None]  # (ADDED | MODIFIED | DELETED, object)
+Key = tuple[str, str]  # (namespace, name)
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+def key_of(body: Body) -> Key:
+    meta = body["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+class Informer:
+    def __init__(self, kube: Kube, resource: Resource, namespace: str | None = None, *,
+                 handle: Handler, listed: Callable[[], None] | None = None,
+                 keep: bool = True, timeout_seconds: int = 60, pause: float = 1.0,
+                 label_selector: str | None = None) -> None:
+        self.kube, self.resource, self.namespace = kube, resource, namespace
+        self.handle, self.listed, self.keep = handle, listed, keep
+        self.timeout_seconds, self.pause, self.label_selector = timeout_seconds, pause, \
+            label_selector
+        self.synced = threading.Event()
+        self._store: dict[Key, Body] = {}  # the last state of each object (keep=True)
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str, name: str) -> Body | None:
+        with self._lock:
+            return self._store.get((namespace, name))
+
+    def items(self) -> list[Body]:
+        with self._lock:
+            return list(self._store.values())
+
+    def run(self, stop: threading.Event) -> None:
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    version = self.relist()
+                for kind, body in self.kube.watch(
+                        self.resource, self.namespace, resource_version=version,
+                        label_selector=self.label_selector,
+                        timeout_seconds=self.timeout_seconds):
+                    version = body.get("metadata", {}).get("resourceVersion", version)
+                    if kind in (ADDED, MODIFIED, DELETED):
+                        self._seen(kind, body)
+                    if stop.is_set():
+                        return
+            except errors.ApiError as exc:
+                version = ""  # list again, whatever went wrong
+                if exc.status != 410:
+                    log.warning("watch of %s interrupted: %s", self.resource.plural, exc)
+                    stop.wait(self.pause)
+
+    def relist(self) -> str:
+        """One list handed over as events; returns the version to watch from."""
+        items, version = self.kube.list(self.resource, self.namespace,
+                                        label_selector=self.label_selector)
+        listed = {key_of(body) for body in items}
+        with self._lock:
+            vanished = [body for key, body in self._store.items() if key not in listed]
+            known = set(self._store)
+        for body in vanished:
+            self._seen(DELETED, body)
+        for body in items:
+            self._seen(MODIFIED if key_of(body) in known else ADDED, body)
+        self.synced.set()
+        if self.listed is not None:
+            self.listed()
+        return version
+
+    def _seen(self, kind: str, body: Body) -> None:
+        key = key_of(body)
+        with self._lock:
+            if kind == DELETED:
+                self._store.pop(key, None)
+            elif self.keep:
+                self._store[key] = body
+            else:
+                self._store[key] = {"metadata": body["metadata"]}  # enough to tell what vanished
+        self.handle(kind, body)
