@@ -89,7 +89,9 @@ def test_max_jobs_runs_two_jobs_one_after_the_other(seed_queue: Kube) -> None:
     assert queue["reason"] == "QuotaExceeded"
     assert "kube-queue/max-jobs used 1 + requested 1 > max 1" in queue["message"]
     assert state(hub.get(r.PYTORCHJOBS, "queued-2", "default")) == "Queuing"
-    status = queue_status(hub, "root-child-2")
+    # (a Queue's status is published once a second, after the jobs' own)
+    status = eventually(lambda: (s := queue_status(hub, "root-child-2")).get("pending") == 1
+                        and s, what="the Queue counting queued-2 as pending")
     assert (status["pending"], status["admitted"]) == (1, 1)
     assert status["pendingJobs"] == ["default/queued-2"]
 
@@ -145,7 +147,8 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     a2 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("a2", "team-a", run_for="1h", gpus=2,
                                                    workers=1))
     wait_state(hub, "a2", "Running", "team-a")  # team-a borrows team-b's idle 4 GPUs
-    assert queue_status(hub, "root-team-a")["used"]["nvidia.com/gpu"] == "8"
+    eventually(lambda: queue_status(hub, "root-team-a")["used"]["nvidia.com/gpu"] == "8",
+               what="team-a's Queue using 8 GPUs")
 
     b1 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("b1", "team-b", run_for="1h", gpus=2,
                                                    workers=1))
@@ -162,7 +165,8 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
                                  ).get("queue", {}).get("reason") == "QuotaExceeded",
                         what="a2 waiting for quota again")
     assert reason
-    assert queue_status(hub, "root")["used"]["nvidia.com/gpu"] == "8"
+    eventually(lambda: queue_status(hub, "root")["used"]["nvidia.com/gpu"] == "8",
+               what="the root Queue using 8 GPUs")
 
 
 def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(

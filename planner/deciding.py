@@ -22,15 +22,17 @@ from planner.intents import Bind, Intent, QueueReport, Requeue, Wait, share_requ
 from planner.preempting import PreemptionPass
 from planner.reserving import waiting_after_rollback
 from planner.view import BackfillReservation, Hold, JobView, PassView, Stage, TimedJob
-from planner.waiting import ClassKey, Parked, Waiting, after, at, heads
+from planner.waiting import ClassKey, Parked, QuotaOf, Waiting, after, at, heads
 from planner.waking import may_use, members_freed
 from preemption.freed import taken_between
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import ClusterShare, divide, taken
+from propagation.resources import Resources
 from propagation.views import ClusterView
 from quota.cells import for_share
 from quota.engine import AdmissionPass, Holding, Pending, Verdict
+from quota.ledger import Job
 from quota.priority import OPPORTUNISTIC_TENANT, is_opportunistic
 from quota.queues import queue_names
 from quota.tree import leaves_by_namespace, walk
@@ -200,16 +202,16 @@ def decide(jobs: Sequence[JobView], view: PassView, carried: Waiting | None = No
     if view.quota is not None:
         quota = view.quota
         admission = AdmissionPass(quota.root, quota.ledger or quota.holdings, Pending(tuple(
-            tuple(j.quota for j in members if j.quota is not None)
-            for members in waiting.classes.values())), quota.policies, quota.starvation_bound)
+            QuotaOf(members) for members in waiting.classes.values()
+            if members[0].quota is not None)), quota.policies, quota.starvation_bound)
     state = _Pass(view, waiting, admission, dict(view.capacity),
                   PreemptionPass.start(view, waiting.of))
     state.tries = RESERVE_TRIES if view.timed or view.reservations else 0
     state.timed = list(view.timed)  # and the jobs of known runtime this pass binds, as they end
     preempting = state.preempting
     if preempting is not None:  # a preemptor holding freed capacity decides first
-        for job in sorted((j for j in waiting.jobs() if preempting.first(j)),
-                          key=lambda j: j.order):
+        holders = (waiting.job(uid) for uid in list(preempting.holds))
+        for job in sorted((j for j in holders if j is not None), key=lambda j: j.order):
             why, _ = state.decide(job)
             if why is not None:
                 state.waits[job.key] = why
@@ -399,10 +401,12 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     if preempting is not None:
         preempting.bound(job)
     admitted_at = admitted_by = ""
+    holds = None
     if admission is not None and job.quota is not None:
         admission.admit(job.quota, view.now_text)
         leaf = admission.leaf(job.quota)
         admitted_at, admitted_by = view.now_text, leaf.key if leaf else "?"
+        holds = _bound_size(job.quota, spent)
     tenant = OPPORTUNISTIC_TENANT if is_opportunistic(job.priority) else admitted_by
     failover = policy.failover
     reserve = any(capacity[s.cluster].reservation for s in decision.shares)
@@ -410,8 +414,19 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     out.append(Bind(job.key, shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
                     policy.propagate_deps, sized=sized, backfill=note, reserve=reserve,
-                    tenant=tenant))
+                    tenant=tenant, holds=holds))
     return out, None, None
+
+
+def _bound_size(quota: Job, spent: tuple[tuple[str, tuple[Resources, ...]], ...]) -> Job:
+    """The quota a bind holds: its job's, at the size it was bound (an elastic job may be
+    bound below the size it asked the quota for)."""
+    request: dict[str, int] = {}
+    for _, requests in spent:
+        for one in requests:
+            for name, amount in one.items():
+                request[name] = request.get(name, 0) + amount
+    return replace(quota, request=request)
 
 
 def _admits(job: JobView, admission: AdmissionPass | None, view: PassView,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from propagation.division import ClusterShare, Decision
 from propagation.resources import Resources
 from propagation.views import JobDemand
+from quota.ledger import Job
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Bind:
     # reclaim or a preemption frees is whole nodes, and one tenant's small jobs do not break
     # up the nodes another's guarantee needs.
     tenant: str = ""
+    # The quota it holds once admitted: its job's, at the size it was bound (what the shell
+    # counts as held while the bind is being written).
+    holds: Job | None = None
 
     @property
     def clusters(self) -> tuple[str, ...]:

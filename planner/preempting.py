@@ -79,10 +79,6 @@ class PreemptionPass:
             admission is not None and job.quota is not None
             and not is_opportunistic(job.priority) and admission.within_guarantee(job.quota))
 
-    def first(self, job: JobView) -> bool:
-        """A preemptor holding freed capacity decides first, so nobody else takes it."""
-        return job.uid in self.holds
-
     def bound(self, job: JobView) -> None:
         self.holds.pop(job.uid, None)
 

@@ -31,10 +31,12 @@ import heapq
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from planner.intents import Wait
 from planner.view import JobView, Stage
 from propagation.views import ClusterView
+from quota.ledger import Job
 
 ClassKey = tuple[object, ...]
 LOOK_AGAIN_SECONDS = 60.0
@@ -56,6 +58,32 @@ def class_of(job: JobView) -> ClassKey:
 
 def _order(job: JobView) -> tuple[int, str, str]:
     return job.order
+
+
+class QuotaOf(Sequence[Job]):
+    """A class's waiting jobs as the quota engine reads them (each one's quota request), in
+    the class's order, read through rather than copied: a pass hands the engine every class
+    at the cost of the classes, not of the jobs. Every job of a class has a quota or none."""
+
+    __slots__ = ("_jobs",)
+
+    def __init__(self, jobs: Sequence[JobView]) -> None:
+        self._jobs = jobs
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Job]: ...
+
+    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+        if isinstance(index, slice):
+            return QuotaOf(self._jobs[index])
+        quota = self._jobs[index].quota
+        assert quota is not None
+        return quota
 
 
 @dataclass(frozen=True)
@@ -90,6 +118,12 @@ class Waiting:
     def jobs(self) -> Iterable[JobView]:
         for jobs in self.classes.values():
             yield from jobs
+
+    def job(self, uid: str) -> JobView | None:
+        """The waiting job ``uid`` (None when it does not wait)."""
+        key = self.of.get(uid)
+        return next((j for j in self.classes.get(key, ()) if j.uid == uid), None) \
+            if key is not None else None
 
     def changed(self, jobs: Iterable[JobView], gone: Iterable[str] = (), *,
                 singletons: bool = False) -> Waiting:

@@ -1,5 +1,6 @@
-"""``python -m e2e.bench [--quick] [--only inprocess|onfleet|scale] [--out FILE]``: run the
-benchmarks and report them."""
+"""``python -m e2e.bench [--quick] [--short] [--only inprocess|onfleet|scale] [--out FILE]``:
+run the benchmarks and report them. ``--short`` runs every part at small sizes: CI's lane,
+which fails when a benchmark breaks, never on a figure."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench", description=__doc__)
     parser.add_argument("--out", default=".bench/results.jsonl")
     parser.add_argument("--quick", action="store_true", help="in-process benchmarks only")
+    parser.add_argument("--short", action="store_true",
+                        help="every part at small sizes (CI's lane; figures mean nothing)")
     parser.add_argument("--only", choices=PARTS, action="append",
                         help="run only this part (repeatable)")
     parser.add_argument("--jobs", type=int, default=1000)
@@ -31,13 +34,19 @@ def main() -> None:
     parser.add_argument("--scale-seconds", type=float, default=900.0,
                         help="the longest the scale bench waits for every job to be bound")
     args = parser.parse_args()
+    if args.short:
+        args.jobs, args.pending, args.latency_jobs = 30, 300, 10
+        args.scale_members, args.scale_nodes, args.scale_jobs = 5, 20, 100
+        args.scale_seconds = min(args.scale_seconds, 300.0)
     parts = set(args.only or (("inprocess",) if args.quick else PARTS))
     results: list[Result] = []
     if "inprocess" in parts:
-        results += inprocess.run()
-        print("[bench] scheduling pass in process, 100 members x 200 nodes, 10,000 jobs",
-              flush=True)
-        results += passes.pass_latency(args.scale_members, args.scale_nodes, args.scale_jobs)
+        results += inprocess.run(short=args.short)
+        print(f"[bench] scheduling pass in process, {args.scale_members} members x "
+              f"{args.scale_nodes} nodes, {args.scale_jobs:,} jobs", flush=True)
+        results += passes.pass_latency(args.scale_members, args.scale_nodes, args.scale_jobs,
+                                       passes=4 if args.short else 20,
+                                       first_look=8 if args.short else 64)
     if "onfleet" in parts:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as workdir:
             phases = tuple(p for p in args.onfleet_phases.split(",") if p)

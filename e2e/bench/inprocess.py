@@ -200,15 +200,17 @@ def capacity_report(count: int = 5000, seed: int = 5, racks: int = 0) -> list[Re
     ]
 
 
-def run() -> list[Result]:
+def run(short: bool = False) -> list[Result]:
+    """Every in-process benchmark; ``short``: small sizes (CI's lane: it must not break)."""
     results = []
-    for clusters in (3, 10, 100):
+    for clusters in (3, 10) if short else (3, 10, 100):
         print(f"[bench] division latency, {clusters} clusters x 200 nodes", flush=True)
-        results += division_latency(clusters)
+        results += division_latency(clusters, decisions=40 if short else 400)
     print("[bench] quota admission engine", flush=True)
-    engine = admission_throughput()
-    results += [engine, admission_borrowing(engine)]
-    print("[bench] capacity report at 5,000 nodes", flush=True)
-    results += capacity_report()
-    results += capacity_report(racks=125)
+    engine = admission_throughput(100 if short else 1000)
+    results += [engine, admission_borrowing(engine, 200 if short else 2000)]
+    nodes = 500 if short else 5000
+    print(f"[bench] capacity report at {nodes:,} nodes", flush=True)
+    results += capacity_report(nodes)
+    results += capacity_report(nodes, racks=125)
     return results

@@ -18,15 +18,15 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from e2e.bench.members import CountingKube, Fleet
 from e2e.bench.onfleet import cpu_seconds, say, writes
 from e2e.bench.results import Result
+from e2e.bench.webhooks import without_webhook
 from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import free_ports
@@ -34,9 +34,7 @@ from fleet.api.cluster import member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.deploy import WEBHOOK_CONFIGURATION, webhook_configuration
 
-T = TypeVar("T")  # what a setup run without the webhooks returns
 TENANTS = ("tenant-a", "tenant-b", "tenant-c")
 BUCKET = re.compile(r'^fleet_scheduling_pass_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$')
 PASS_SUM = re.compile(r'^fleet_scheduling_pass_seconds_sum ([0-9.e+]+)$')
@@ -101,18 +99,6 @@ def tenant_objects(gpus: int) -> list[tuple[r.Resource, dict[str, Any]]]:
 def tenants(hub: Kube, gpus: int) -> None:
     for resource, body in tenant_objects(gpus):
         hub.apply(resource, body, field_manager="bench")
-
-
-def without_webhook(hub: Kube, setup: Callable[[], T]) -> T:
-    """Run ``setup`` with the hub's validating webhooks out of the way: the jobs are created
-    while the hub is stopped, and the API server would refuse them and the quota tree with no
-    hub to validate them. The install's configuration is put back before the hub starts."""
-    hub.delete(r.VALIDATINGWEBHOOKCONFIGURATIONS, WEBHOOK_CONFIGURATION)
-    try:
-        return setup()
-    finally:
-        hub.apply(r.VALIDATINGWEBHOOKCONFIGURATIONS, webhook_configuration(),
-                  field_manager="bench")
 
 
 def create_jobs(hub: Kube, count: int, threads: int = 16) -> float:

@@ -137,6 +137,10 @@ class EventRecorder:
             while len(self._said) > REMEMBERED:
                 self._said.popitem(last=False)
 
+    def drained(self) -> bool:
+        """Whether every queued event has been sent (or given up on)."""
+        return all(pending.unfinished_tasks == 0 for pending in self._queues)
+
     def _send_forever(self, pending: queue.Queue[Body]) -> None:
         while True:
             body = pending.get()

@@ -38,7 +38,7 @@ from planner.view import JobView, Stage
 from propagation.jobkey import JobKey
 from propagation.resources import Resources
 from propagation.views import ClusterView, FitMode
-from quota.engine import Holding, Job
+from quota.engine import Holding
 
 log = logging.getLogger(__name__)
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
@@ -151,7 +151,7 @@ class Scheduler:
         self._placed -= {v.uid for v in view.jobs if v.stage is Stage.WAITING}
         for uid, when in plan.look_at.items():
             self.look_again(uid, when)
-        ctx = PassContext(snap, now, looked, holdings_of(plan.binds, view))
+        ctx = PassContext(snap, now, looked, holdings_of(plan.binds))
         self.mirror(view, ctx)
         self.writer.write(plan.intents, ctx)
         self.reporting.offer(snap, clusters, now, plan.queues)
@@ -300,24 +300,7 @@ def _grows(view: JobView) -> bool:
         next((r.replicas for r in view.demand.roles if r.name == e.role), e.max) < e.max
 
 
-def holdings_of(binds: Sequence[Bind], view: PassView) -> dict[str, Holding]:
+def holdings_of(binds: Sequence[Bind]) -> dict[str, Holding]:
     """The quota each admitted bind takes (its job's, at the size it was bound)."""
-    admitted = [b for b in binds if b.admitted_at]
-    if not admitted:
-        return {}
-    jobs = {j.key: j for j in view.jobs}
-    if view.waiting is not None:
-        jobs.update((j.key, j) for j in view.waiting.jobs())
-    out = {}
-    for bind in admitted:
-        quota = jobs[bind.job].quota if bind.job in jobs else None
-        if quota is None:
-            continue
-        request: dict[str, int] = {}
-        for _, requests in bind.spent:
-            for one in requests:
-                for name, amount in one.items():
-                    request[name] = request.get(name, 0) + amount
-        out[bind.job] = Holding(Job(quota.key, quota.namespace, request, quota.priority,
-                                    quota.created, quota.waiting_since), bind.admitted_at)
-    return out
+    return {b.job: Holding(b.holds, b.admitted_at) for b in binds
+            if b.admitted_at and b.holds is not None}
