@@ -90,7 +90,7 @@ def test_a_big_gang_is_not_starved_by_a_stream_of_small_jobs(hub: Kube,
         return condition if condition and condition.get("reason") == "Reserved" else None
     condition = eventually(reserved, timeout=60, what="the big gang's reservation")
     assert "holds 32 GPUs from " in condition["message"]
-    assert "PyTorchJob/backfill/blocker" in condition["message"]
+    assert "PyTorchJob backfill/blocker" in condition["message"]
     said = eventually(lambda: events(hub, big, "Reserved"), what="the Reserved event")
     assert said[0]["message"].startswith("holds 32 GPUs from ")
 
@@ -100,7 +100,7 @@ def test_a_big_gang_is_not_starved_by_a_stream_of_small_jobs(hub: Kube,
     for job in unknown:
         said = eventually(lambda: events(hub, job, "KeptBack"), timeout=60,  # noqa: B023
                           what=f"{job['metadata']['name']} kept back")
-        assert "kept back for PyTorchJob/backfill/big, which holds 32 GPUs" in \
+        assert "kept back for PyTorchJob backfill/big, which holds 32 GPUs" in \
             said[0]["message"]
         assert "its runtime is unknown" in said[0]["message"]
         # its status is written beside the event, not before it
@@ -111,7 +111,7 @@ def test_a_big_gang_is_not_starved_by_a_stream_of_small_jobs(hub: Kube,
     for job in short:
         hub_state(hub, job, "Succeeded", timeout=60)  # backfilled, and done before big starts
         [note] = events(hub, job, "Backfilled")
-        assert "before PyTorchJob/backfill/big could start" in note["message"]
+        assert "before PyTorchJob backfill/big could start" in note["message"]
     assert not any(bound(hub, job) for job in unknown)
     assert not bound(hub, big)
 

@@ -76,6 +76,9 @@ def jobs(fleet: LocalFleet, hub: Kube,
     hub.create(r.PYTORCHJOBS, seed_pytorchjob("cli-wait", run_for="1s"))
     eventually(lambda: ((hub.get(r.PYTORCHJOBS, "cli-wait", "default").get("status") or {})
                         .get("queue") or {}).get("position") == 1, what="cli-wait queued")
+    eventually(lambda: ((hub.get_or_none(r.QUEUES, QUEUE, "kube-queue") or {}).get("status")
+                        or {}).get("pendingJobs") == ["default/cli-wait"],
+               what=f"Queue {QUEUE} listing cli-wait")  # (published after the job's status)
     yield merged_kubeconfig(fleet, tmp_path_factory.mktemp("cli") / "kubeconfig", "member1")
     for name in ("cli-run", "cli-wait"):
         hub.delete(r.PYTORCHJOBS, name, "default")

@@ -180,7 +180,7 @@ def test_an_elastic_job_is_admitted_at_min_grows_and_shrinks_instead_of_dying(
     # gives back two workers instead of being evicted.
     prod = hub.create(r.PYTORCHJOBS, plain_job("prod", "fleet-e2e-prod", 4))
     shrunk = resized(hub, job, "shrunk 4→2 worker replicas")
-    assert f"preempted by PyTorchJob/elastic/prod (priority 100 > {ELASTIC_PRIORITY})" in \
+    assert f"preempted by PyTorchJob elastic/prod (priority 100 > {ELASTIC_PRIORITY})" in \
         shrunk["message"]
     decided = _stamp(shrunk)
     hub_state(hub, prod, "Running", timeout=120)
@@ -198,7 +198,7 @@ def test_an_elastic_job_is_admitted_at_min_grows_and_shrinks_instead_of_dying(
     assert "fleet.sh/requeue" not in annotations
     condition = eventually(lambda: (c := resized_condition(hub, job)) and
                            c["reason"] == "Shrunk" and c, what="the Resized condition: Shrunk")
-    assert "PyTorchJob/elastic/prod" in condition["message"]
+    assert "PyTorchJob elastic/prod" in condition["message"]
     # It does not grow back into the quota the prod job holds.
     time.sleep(3)
     assert len(events(hub, job, "Resized")) == 3

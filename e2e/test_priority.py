@@ -160,7 +160,7 @@ def test_an_opportunistic_job_runs_on_idle_gpus_and_is_preempted_first(prio: Kub
     prod = hub.create(r.PYTORCHJOBS, job_of("prod", "prio", "fleet-e2e-prod", nodes=1))
     said = eventually(lambda: events(hub, oppo, "Preempted"), timeout=60,
                       what="the opportunistic job preempted")
-    assert "preempted by PyTorchJob/prio/prod (priority 100 > -1)" in said[0]["message"]
+    assert "preempted by PyTorchJob prio/prod (priority 100 > -1)" in said[0]["message"]
     eventually(lambda: events(hub, prod, "Preempting"), what="the Preempting event")
     hub_state(hub, prod, "Running", timeout=120)
     decided = event_time(hub, prod, "Preempting")
@@ -168,7 +168,7 @@ def test_an_opportunistic_job_runs_on_idle_gpus_and_is_preempted_first(prio: Kub
     assert not events(hub, test, "Preempted")  # the guaranteed test job keeps running
     condition = eventually(lambda: preempted_condition(hub, oppo), timeout=90,
                            what="a Preempted condition on the opportunistic job")
-    assert "PyTorchJob/prio/prod" in condition["message"]
+    assert "PyTorchJob prio/prod" in condition["message"]
     requeued = hub_job(hub, oppo)
     assert requeued["status"]["queue"]["reason"] in ("Preempted", "Unschedulable")
     # its queue's starvation count starts again from here, not from its creation
@@ -224,13 +224,13 @@ def test_a_prod_job_preempts_a_test_job_of_its_tenant_at_its_max(tenant: Kube) -
     said = eventually(lambda: events(hub, test, "Preempted"), timeout=60,
                       what="the test job preempted")
     assert said[0]["type"] == "Warning"
-    assert "preempted by PyTorchJob/prio-tenant/prod (priority 100 > 0)" in said[0]["message"]
+    assert "preempted by PyTorchJob prio-tenant/prod (priority 100 > 0)" in said[0]["message"]
     hub_state(hub, prod, "Running", timeout=120)
     decided = event_time(hub, prod, "Preempting")
     print(f"preemption decided -> preemptor Running: {time.time() - decided:.1f}s (at most)")
     condition = eventually(lambda: preempted_condition(hub, test), timeout=90,
                            what="a Preempted condition on the test job")
-    assert "PyTorchJob/prio-tenant/prod" in condition["message"]
+    assert "PyTorchJob prio-tenant/prod" in condition["message"]
     # it waits in its queue again for the tenant's quota, first in line after prod
     eventually(lambda: queue_reason(hub, test) == "QuotaExceeded", timeout=60,
                what="the test job waiting for quota")
@@ -348,7 +348,7 @@ def test_a_job_within_its_guarantee_takes_a_node_back_from_a_borrower_of_equal_p
                                           cpu="1"))
     said = eventually(lambda: events(hub, youngest, "Preempted"), timeout=60,
                       what="beta's youngest borrowed job on alpha's cells preempted")
-    assert "preempted by PyTorchJob/prio-alpha/alpha-big, which claims the guarantee of " \
+    assert "preempted by PyTorchJob prio-alpha/alpha-big, which claims the guarantee of " \
         "root/alpha" in said[0]["message"]
     hub_state(hub, big, "Running", timeout=120)
     decided = event_time(hub, big, "Preempting")
@@ -430,7 +430,7 @@ def test_a_guarantee_takes_back_its_cells_from_another_tenant_within_its_min(
     [(node, said)] = eventually(preempted, timeout=60, what="a guest on alpha's cells preempted")
     assert node in guests, f"beta's pod on {node}, not one of alpha's cells, was preempted"
     assert said["message"].startswith(
-        "preempted by PyTorchJob/prio-alpha/alpha-big, which claims the guarantee of "
+        "preempted by PyTorchJob prio-alpha/alpha-big, which claims the guarantee of "
         f"root/alpha: it ran on root/alpha's cells ({node})"), said["message"]
     hub_state(hub, big, "Running", timeout=120)
     decided = event_time(hub, big, "Preempting")

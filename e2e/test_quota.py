@@ -156,7 +156,7 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     # a2 shows Running until its member has removed its pods, then Queuing again.
     wait_state(hub, "a2", "Queuing", "team-a", timeout=90)
     eventually(lambda: events(hub, a2, "Preempted") == [
-        "preempted to return quota to PyTorchJob/team-b/b1"], what="the Preempted event")
+        "preempted to return quota to PyTorchJob team-b/b1"], what="the Preempted event")
     eventually(lambda: events(hub, b1, "Reclaimed") == [
         "preempted PyTorchJob team-a/a2 to reclaim quota"], what="the Reclaimed event")
     assert state(hub.get(r.PYTORCHJOBS, "a1", "team-a")) == "Running"
@@ -189,6 +189,9 @@ def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(
     # Only the new hub can position order-4: once it has, it has judged the whole queue.
     eventually(lambda: positions(hub, ("order-4",)) == {"order-4": 3}, timeout=90,
                what="the new hub positioning a job created after the restart")
+    pending = ["default/order-2", "default/order-3", "default/order-4"]
+    eventually(lambda: queue_status(hub, "root-child-2").get("pendingJobs") == pending,
+               what="the new hub's Queue listing the three waiting jobs")
     for _ in range(10):  # and it keeps the waiting jobs waiting, pass after pass
         for name in ("order-2", "order-3", "order-4"):
             annotations = hub.get(r.PYTORCHJOBS, name, "default")["metadata"].get(
@@ -197,8 +200,7 @@ def test_a_restarted_hub_keeps_waiting_jobs_waiting_and_the_admitted_set(
         holder = hub.get(r.PYTORCHJOBS, "order-1", "default")["metadata"]["annotations"]
         assert {k: holder.get(k) for k in bound_before} == bound_before
         status = queue_status(hub, "root-child-2")
-        assert (status["admitted"], status["pendingJobs"]) == (
-            1, ["default/order-2", "default/order-3", "default/order-4"])
+        assert (status["admitted"], status["pendingJobs"]) == (1, pending)
         time.sleep(0.5)
 
     hub.delete(r.PYTORCHJOBS, "order-1", "default")

@@ -36,6 +36,7 @@ from planner.intents import Wait
 from planner.view import BackfillReservation, JobView, TimedJob
 from preemption.freed import with_freed
 from propagation.division import divide
+from propagation.jobkey import shown
 from propagation.resources import GPU, Resources
 from propagation.spent import with_assumed
 from propagation.views import ClusterView
@@ -68,15 +69,15 @@ def when(reservation: BackfillReservation) -> str:
 
 def head_message(reservation: BackfillReservation, why_not_now: str) -> str:
     waits_for = reservation.waits_for
-    shown = ", ".join(waits_for[:SHOWN])
+    named = ", ".join(shown(key) for key in waits_for[:SHOWN])
     more = f" and {len(waits_for) - SHOWN} more" if len(waits_for) > SHOWN else ""
     return (f"holds {amounts_text(reservation.holds)} from {when(reservation)}, when "
-            f"{shown}{more} will have ended; jobs behind it run first only if they end by "
+            f"{named}{more} will have ended; jobs behind it run first only if they end by "
             f"then (now: {why_not_now})")
 
 
 def kept_back_message(reservation: BackfillReservation, runtime: float | None, now: float) -> str:
-    head = (f"kept back for {reservation.head}, which holds "
+    head = (f"kept back for {shown(reservation.head)}, which holds "
             f"{amounts_text(reservation.holds)} from {when(reservation)}: ")
     if runtime is None:
         return head + ("its runtime is unknown (set runPolicy.activeDeadlineSeconds or the "
@@ -158,7 +159,8 @@ class Backfill:
         backfill note for its bind ("" when it does not pass the head)."""
         if ends_before(job, self.reservation, now):
             return True, (f"backfilled: ends by {clock_text(now + (job.runtime or 0))}, before "
-                          f"{self.reservation.head} could start ({when(self.reservation)})")
+                          f"{shown(self.reservation.head)} could start "
+                          f"({when(self.reservation)})")
         if self.at_start is None:
             return False, kept_back_message(self.reservation, job.runtime, now)
         after = dict(self.at_start)

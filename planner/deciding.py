@@ -28,6 +28,7 @@ from preemption.freed import taken_between
 from propagation.binding import binding_message
 from propagation.clusters import filter_clusters
 from propagation.division import ClusterShare, divide, taken
+from propagation.jobkey import shown
 from propagation.resources import Resources
 from propagation.views import ClusterView
 from quota.cells import for_share
@@ -477,7 +478,7 @@ def _reclaim(job: JobView, victims: Sequence[Holding], admission: AdmissionPass,
     admission.release(victims)
     if preempting is not None:
         preempting.requeued(v.job.key for v in victims)
-    return [Requeue(v.job.key, f"preempted to return quota to {job.key}", job.key)
+    return [Requeue(v.job.key, f"preempted to return quota to {shown(job.key)}", job.key)
             for v in victims]
 
 

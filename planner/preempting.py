@@ -21,6 +21,7 @@ from preemption.planner import plan as plan_preemption
 from preemption.planner import plan_reclaim
 from preemption.quota_limits import quota_limits
 from propagation.division import divide
+from propagation.jobkey import shown
 from propagation.spent import with_assumed, with_held
 from propagation.views import ClusterView
 from quota.cells import node_key
@@ -157,7 +158,7 @@ class PreemptionPass:
             # (preempted itself, it takes only opportunistic jobs: none runs, no plan)
             planned = plan_preemption(preemptor, running, fleet(), limits, view.cells.owners)
         def why(victim: Running) -> str:
-            return f"preempted by {job.key} (priority {job.priority} > {victim.priority})"
+            return f"preempted by {shown(job.key)} (priority {job.priority} > {victim.priority})"
 
         kind = "priority"
         if planned.outcome is not Outcome.PREEMPT and claims and limits is not None and \
@@ -206,7 +207,7 @@ def _claimed(claimant: str, leaf: str, owners: Mapping[str, str], victim: Runnin
                  if owners.get(node_key(pod.cluster, pod.node)) == leaf})
     where = f"it ran on {leaf}'s cells ({', '.join(on)})" if on else \
         "it ran on capacity its tenant borrowed"
-    return (f"preempted by {claimant}, which claims the guarantee of {leaf}: {where} "
+    return (f"preempted by {shown(claimant)}, which claims the guarantee of {leaf}: {where} "
             f"(priority {victim.priority})")
 
 

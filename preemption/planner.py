@@ -46,6 +46,7 @@ from preemption.model import Outcome, Plan, Preemptor, QuotaLimits, Running
 from preemption.quota_limits import borrowing, fits_quota, on_borrowed, within_guarantee
 from propagation.clusters import filter_clusters
 from propagation.division import Decision, divide
+from propagation.jobkey import shown
 from propagation.resources import scarcity_order
 from propagation.views import ClusterView
 from quota.cells import node_key
@@ -186,7 +187,7 @@ def _shrink(preemptor: Preemptor, candidates: Sequence[Running],
         kept[i] = less
     final = check(kept)
     assert final is not None
-    names = ", ".join(f"{v.key} to {v.keep}" for v in kept)
+    names = ", ".join(f"{shown(v.key)} to {v.keep}" for v in kept)
     return Plan(Outcome.PREEMPT, f"shrinking {len(kept)} elastic job"
                                  f"{'s' if len(kept) > 1 else ''} ({names}) lets it fit: "
                                  f"{final.reason}", tuple(kept), final)

@@ -61,6 +61,11 @@ class JobKey(str):
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
+def shown(key: str) -> str:
+    """A job key as messages name the job: ``<Kind> <namespace>/<name>``."""
+    return JobKey(key).display if key.count("/") >= 2 else key
+
+
 def group_of(api_version: str) -> str:
     """``kubeflow.org`` of ``kubeflow.org/v1`` ("" for the core group's ``v1``)."""
     return api_version.split("/", 1)[0] if "/" in api_version else ""

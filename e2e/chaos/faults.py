@@ -16,6 +16,15 @@ from e2e.localfleet.kwok import Kwokctl
 from fleet.clients import resources as r
 
 
+def skewed_clock(offset: str) -> dict[str, str]:
+    """The environment that runs a process with its wall clock ``offset`` from the host's
+    (libfaketime, Debian's ``faketime``: e.g. ``+30s``); {} when it is not installed."""
+    library = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))), None)
+    if library is None:
+        return {}
+    return {"LD_PRELOAD": str(library), "FAKETIME": offset, "FAKETIME_DONT_RESET": "1"}
+
+
 def signal_process(fleet: LocalFleet, name: str, sig: int) -> None:
     """Signal a hub or agent process started by the fleet (its whole process group)."""
     os.killpg(fleet.pid(name), sig)

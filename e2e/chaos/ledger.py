@@ -22,6 +22,9 @@ Invariants (each violation names the job or object and what was seen):
   cluster is seen.
 - ``not-ended``/``wrong-end``: a job that did not end, or ended otherwise than its input says
   (Failed only when the user asked for a non-zero exit code).
+- ``ended-term`` (with ``terms``): a Work created under a hub leader's term after a later term
+  had begun, counted from the Work's own term mark and creation time against the hub Lease's
+  terms as sampled (the host's clock, the API server's too: hubs may run with skewed ones).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from e2e.jobs import state
@@ -43,6 +47,7 @@ from fleet.api.protocol import (
     PLACEMENT,
     PURGE_MODE,
     REQUEUE,
+    TERM,
 )
 from fleet.api.quantity import canonical
 from fleet.clients import errors
@@ -57,6 +62,8 @@ JOB_NAME = "training.kubeflow.org/job-name"
 TERMINAL = ("Succeeded", "Failed")
 REQUEUE_REASONS = ("FailedOver", "Preempted")
 BINDING = "ScheduleBindingSucceed"
+# A Work's creation time has whole seconds and a new term is seen up to a sample late
+TERM_SLACK = 2.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class Ledger:
     samples: int = 0
     violations: dict[tuple[str, str], Violation] = field(default_factory=dict)
     kept_by_never: set[str] = field(default_factory=set)  # member jobs left by purgeMode Never
+    terms: bool = False  # check the Works' leader terms against the hub Lease
 
     def __post_init__(self) -> None:
         self._latest: dict[str, Snapshot] = {}
@@ -106,6 +114,7 @@ class Ledger:
         self._requeues_seen: dict[str, int] = {}  # uid -> requeue marks seen
         self._marked: set[str] = set()  # uids whose current requeue mark was counted
         self._names: dict[str, str] = {}  # uid -> namespace/name
+        self.term_began: dict[str, float] = {}  # hub leader term -> wall time first seen
         self._clusters = [HUB, *self.fleet.members]
 
     # -- running ------------------------------------------------------------------------
@@ -154,7 +163,9 @@ class Ledger:
             jobs.extend(kube.list(r.PYTORCHJOBS, namespace)[0])
         tree = kube.get_or_none(r.ELASTICQUOTATREES, "elasticquotatree", "kube-system")
         queues = kube.list(r.QUEUES, "kube-queue")[0] if tree else []
-        return {"works": works, "jobs": jobs, "tree": tree, "queues": queues}
+        lease = kube.get_or_none(r.LEASES, "fleet-hub", "fleet-system") if self.terms else None
+        return {"works": works, "jobs": jobs, "tree": tree, "queues": queues,
+                "term": term_of(lease), "read": time.time()}
 
     def _read_member(self, kube: Kube) -> dict[str, Any]:
         jobs: list[Body] = []
@@ -197,6 +208,8 @@ class Ledger:
         holding |= self._check_placements(jobs, works_by_uid)
         holding |= self._check_members(jobs, works_by_uid, members)
         self._check_quota(hub)
+        if self.terms:
+            self._check_terms(hub)
         for key in list(self._since):  # conditions no longer seen start afresh next time
             if key not in holding:
                 del self._since[key]
@@ -324,6 +337,23 @@ class Ledger:
                     self._violate("quota", f"Queue {queue['metadata']['name']} {resource}",
                                   f"published used {used} > max {limit}")
 
+    def _check_terms(self, hub: Body) -> None:
+        """No Work of a term that had ended when it was made (see the module's list)."""
+        if hub["term"]:
+            self.term_began.setdefault(hub["term"], hub["read"])
+        for work in hub["works"]:
+            meta = work["metadata"]
+            term = (meta.get("annotations") or {}).get(TERM)
+            created = _seconds(meta.get("creationTimestamp"))
+            if not term or created is None or work["spec"]["job"]["uid"] not in self._names:
+                continue  # not a Work of this scenario's jobs
+            later = [began for other, began in self.term_began.items()
+                     if _after(other, term) and began + TERM_SLACK < created]
+            if later:
+                self._violate("ended-term", meta["name"],
+                              f"made under term {term} {created - min(later):.0f}s after a "
+                              "later term began")
+
     def _violate(self, kind: str, subject: str, detail: str) -> None:
         key = (kind, subject)
         if key not in self.violations:
@@ -393,6 +423,28 @@ class Ledger:
 
     def summary(self) -> list[Violation]:
         return sorted(self.violations.values(), key=lambda v: v.at)
+
+
+def term_of(lease: Body | None) -> str:
+    """A hub Lease's term as the hub writes it (``fleet.clients.leases.term_of``)."""
+    if not lease:
+        return ""
+    spec = lease.get("spec") or {}
+    return f"{lease['metadata'].get('uid', '')}:{int(spec.get('leaseTransitions') or 0)}"
+
+
+def _after(term: str, than: str) -> bool:
+    """Whether ``term`` began after ``than`` (the same Lease, more transitions)."""
+    uid, _, count = term.rpartition(":")
+    other_uid, _, other_count = than.rpartition(":")
+    return uid == other_uid and count.isdigit() and other_count.isdigit() \
+        and int(count) > int(other_count)
+
+
+def _seconds(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _walk(node: Mapping[str, Any], parent: tuple[str, ...]

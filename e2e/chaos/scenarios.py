@@ -65,9 +65,10 @@ class Run:
     expected: dict[str, str] = field(default_factory=dict)
     result: RunResult = field(default_factory=RunResult)
     probes: int = 0
+    terms: bool = False  # the ledger checks Works against the hub leader's terms
 
     def __post_init__(self) -> None:
-        self.ledger = Ledger(self.ctx.fleet, (self.namespace,), self.limits)
+        self.ledger = Ledger(self.ctx.fleet, (self.namespace,), self.limits, terms=self.terms)
 
     # -- set-up ----------------------------------------------------------------------
     def policy(self, *, toleration: int | None = None, purge: str = "Immediately",
@@ -229,6 +230,58 @@ def split_brain(ctx: Context, run: int) -> RunResult:
             return chaos.finish()
     finally:
         ctx.fleet.stop_process("hub-2")
+
+
+# -- 2b. leadership: passes longer than the lease, skewed clocks, leaders frozen mid-pass ---
+
+LEADER_SKEWS = {"hub": "-30s", "hub-2": "+30s"}  # each replica's wall clock off the host's
+
+
+def leadership(ctx: Context, run: int) -> RunResult:
+    """Two hub replicas whose clocks are 60 s apart, each holding every plan that binds for
+    longer than the lease before writing it; the leader is frozen at random moments (most
+    land between a plan and its writes) for longer than the lease. A leader renews on its own
+    thread, so long passes alone must not move the lease; a frozen one must lose it, and what
+    it writes after the thaw under its ended term must be refused: no job bound twice, no
+    Work made under an ended term (the ledger's ``ended-term``), and no more takeovers than
+    freezes."""
+    skew = faults.skewed_clock("+0s")
+    if not skew:
+        return RunResult(skipped="libfaketime is not installed (Debian's faketime)")
+    pause = HUB_LEASE_SECONDS + 2
+    ctx.fleet.stop_process("hub")
+    for name, offset in LEADER_SKEWS.items():
+        ctx.fleet.start_hub(name, {**faults.skewed_clock(offset),
+                                   "FLEET_CHAOS_PASS_PAUSE_SECONDS": str(pause)})
+    freezes = 1 if ctx.short else 3
+    try:
+        with Run(ctx, _ns("leader", run), terms=True) as chaos:
+            chaos.policy()
+            streaming = chaos.stream("job", 20 if ctx.short else 40, 1.0, run_for="2s")
+            rng = random.Random(ctx.seed + run)
+            for _ in range(freezes):
+                time.sleep(rng.uniform(2.0, pause))
+                leader = _wait_for(lambda: faults.hub_leader(ctx.fleet, tuple(LEADER_SKEWS)),
+                                   60)
+                faults.signal_process(ctx.fleet, leader, signal.SIGSTOP)
+                ctx.say(f"{leader} frozen past its lease")
+                time.sleep(HUB_LEASE_SECONDS + 3)
+                faults.signal_process(ctx.fleet, leader, signal.SIGCONT)
+            streaming.join()
+            chaos.probe(timeout=300)
+            result = chaos.finish(end_timeout=600)
+            takeovers = max(0, len(chaos.ledger.term_began) - 1)
+            result.notes.append(f"{takeovers} takeovers for {freezes} freezes")
+            if takeovers > freezes + 1:
+                result.violations.append(Violation(
+                    "lease-flap", chaos.namespace,
+                    f"{takeovers} takeovers for {freezes} freezes: passes moved the lease",
+                    time.monotonic()))
+            return result
+    finally:
+        for name in LEADER_SKEWS:
+            ctx.fleet.stop_process(name)
+        ctx.fleet.start_hub()
 
 
 # -- 3. the active agent killed mid-apply --------------------------------------------------------
@@ -522,6 +575,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("hub-kill", hub_kill, full=1),  # one run: 20 kills during a 1,000-job stream
     Scenario("split-brain", split_brain, full=5),
+    Scenario("leadership", leadership, full=10),
     Scenario("agent-kill", agent_kill, full=5),
     Scenario("member-down", member_down, full=6, short=2),  # 3 freeze/thaw + 3 kill/restart
     Scenario("hub-apiserver-frozen", hub_frozen, full=5),

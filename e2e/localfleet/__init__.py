@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -528,13 +528,14 @@ class LocalFleet:
         gpus = sum(s.count * s.gpus for s in shapes)
         self.say(f"{name}: joined ({sum(s.count for s in shapes)} nodes, {gpus} GPUs)")
 
-    def start_hub(self, name: str = "hub") -> None:
+    def start_hub(self, name: str = "hub", env: Mapping[str, str] | None = None) -> None:
         """Start a hub replica as the fleet-hub ServiceAccount; the API server reaches its
-        webhook through the fleet-hub Service (an EndpointSlice for this process)."""
+        webhook through the fleet-hub Service (an EndpointSlice for this process). ``env``:
+        more of its environment (a fault scenario's clock skew, say)."""
         address = identities.webhook_address()
         port = identities.free_port(address)
         process = self._spawn(name, [sys.executable, "-m", "fleet.hub", *self.hub_args],
-                              {"KUBECONFIG": str(self.identity_kubeconfig(HUB)),
+                              {**(env or {}), "KUBECONFIG": str(self.identity_kubeconfig(HUB)),
                                "FLEET_WEBHOOK_ADDR": address, "FLEET_WEBHOOK_PORT": str(port)})
         identities.wait_serving(address, port, lambda: process.poll() is None)
         identities.add_webhook_endpoint(self.client(HUB), name, address, port)

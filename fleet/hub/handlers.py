@@ -138,7 +138,9 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings=Settings(fit_mode=fit,
                           heartbeat_timeout=float(os.environ.get("FLEET_HEARTBEAT_TIMEOUT", "15")),
                           capacity_stale_after=float(
-                              os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90"))),
+                              os.environ.get("FLEET_CAPACITY_STALE_SECONDS", "90")),
+                          chaos_pass_pause=min(60.0, max(0.0, float(
+                              os.environ.get("FLEET_CHAOS_PASS_PAUSE_SECONDS", "0"))))),
     )
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
     threading.Thread(target=scheduler.reporting.run, args=(_STOP, lambda: elector.leading),

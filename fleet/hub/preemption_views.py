@@ -18,6 +18,7 @@ from fleet.hub.cache import Body, Snapshot
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter, condition
 from preemption.model import Elasticity, Pod, Running
+from propagation.jobkey import shown
 from propagation.resources import Resources
 from propagation.views import JobDemand
 from quota.priority import is_opportunistic
@@ -120,6 +121,6 @@ def with_preempted(status: Body, job: Mapping[str, Any], now: str) -> Body:
     by = (job["metadata"].get("annotations") or {}).get(w.PREEMPTED_BY)
     if not by:
         return status
-    said = condition("Preempted", "Preempted", f"preempted by {by}; waits in its queue "
+    said = condition("Preempted", "Preempted", f"preempted by {shown(by)}; waits in its queue "
                      "again, in its place by priority and age", now, job.get("status"))
     return {**status, "conditions": [*(status.get("conditions") or []), said]}

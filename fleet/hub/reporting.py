@@ -3,7 +3,8 @@
 
 None of it decides anything, so none of it holds a pass: a pass hands over what it saw
 (:meth:`Reporting.offer`: its snapshot, the members' views, its queue report) and a thread
-of its own writes it at most once a second, from the latest offer.
+of its own writes it from the latest offer, soon after it comes (at most every
+``MIN_GAP_SECONDS``) and at least once a second.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from quota.tree import leaves_by_namespace, walk
 
 log = logging.getLogger(__name__)
 EVERY_SECONDS = 1.0
+MIN_GAP_SECONDS = 0.2  # offers closer than this are reported together
 RUNNING_METRIC_SECONDS = 5.0  # counting running jobs per queue walks every job
 STALENESS_RESEND_SECONDS = 30.0  # a CapacityStale write not seen in the cache by then is redone
 
@@ -74,7 +76,7 @@ class Reporting:
                     self.report(offer, queues)
                 except Exception:  # a report must never stop the next
                     log.exception("fleet report failed")
-            stop.wait(EVERY_SECONDS)
+            stop.wait(MIN_GAP_SECONDS)
 
     def report(self, offer: Offer, queues: QueueReport | None) -> None:
         self.staleness(offer.snap, offer.clusters)

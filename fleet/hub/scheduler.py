@@ -43,6 +43,9 @@ from quota.engine import Holding
 log = logging.getLogger(__name__)
 MAX_MIRRORED = 100_000  # bound jobs whose last mirrored versions are remembered
 QUEUE_REPORT_SECONDS = 1.0  # the Queues' status (usage, pending) is written this often
+# ... when more jobs than this wait (each report merges every leaf's classes); with fewer, every
+# pass reports, so a small fleet's Queues say at once what its jobs say
+QUEUE_REPORT_EVERY_PASS_BELOW = 1000
 RETRY_SECONDS = 1.0  # a job whose mirror failed, or waits for its first report, is looked
 # at again this soon
 
@@ -62,6 +65,9 @@ class Settings:
     # Binds decided by one pass at most: a burst is placed over consecutive passes, each
     # short (its writes flow and the lease is renewed between them).
     max_binds_per_pass: int = 32
+    # Fault injection only (the chaos scenario of long passes): seconds each pass waits
+    # between its plan and its writes, so a leader can lose its lease with a plan in hand.
+    chaos_pass_pause: float = 0.0
 
 
 @dataclass
@@ -136,7 +142,9 @@ class Scheduler:
         due = self.due(now.timestamp()) | self.on_flipped(snap, clusters) | self.swept()
         looked = self.jobs_to_look_at(snap, inflight, due, changes,
                                       everything=carried.waiting is None)
-        report = time.monotonic() >= self._next_queue_report
+        waiting = self._carried.waiting if self._carried is not None else None
+        report = time.monotonic() >= self._next_queue_report or (
+            waiting is not None and len(waiting) < QUEUE_REPORT_EVERY_PASS_BELOW)
         if report:
             self._next_queue_report = time.monotonic() + QUEUE_REPORT_SECONDS
         view = replace(self.pass_view(snap, now, clusters, inflight, list(looked.values()),
@@ -152,6 +160,8 @@ class Scheduler:
         for uid, when in plan.look_at.items():
             self.look_again(uid, when)
         ctx = PassContext(snap, now, looked, holdings_of(plan.binds))
+        if self.settings.chaos_pass_pause and plan.binds:
+            time.sleep(self.settings.chaos_pass_pause)
         self.mirror(view, ctx)
         self.writer.write(plan.intents, ctx)
         self.reporting.offer(snap, clusters, now, plan.queues)

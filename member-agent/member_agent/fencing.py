@@ -141,5 +141,26 @@ def sweep(jobs: Iterable[tuple[JobKey, Mapping[str, Any]]], namespace: str,
     return out
 
 
+def orphaned_pods(pods: Mapping[JobKey, Iterable[Mapping[str, Any]]],
+                  jobs: Mapping[JobKey, Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """Pods of fleet's copies (labelled with the hub job's uid) whose owning job is gone from
+    the member, or was replaced by another copy of that name: (namespace, name, uid), sorted.
+    The member's garbage collector removes them in time; this is for a member whose controller
+    manager is not back yet (after an outage) when the agent removes a stale copy."""
+    out = []
+    for key, owned in pods.items():
+        job_uid = str(((jobs.get(key) or {}).get("metadata") or {}).get("uid", ""))
+        for pod in owned:
+            meta = pod.get("metadata") or {}
+            if JOB_UID not in (meta.get("labels") or {}) or meta.get("deletionTimestamp"):
+                continue
+            owners = {ref.get("uid") for ref in meta.get("ownerReferences") or []
+                      if ref.get("controller")}
+            if job_uid not in owners:
+                out.append((str(meta.get("namespace", "")), str(meta.get("name", "")),
+                            str(meta.get("uid", ""))))
+    return sorted(out)
+
+
 __all__ = ["Action", "Fence", "MemberJob", "Verdict", "fence_of",
-           "judge", "may_run", "member_job", "sweep"]
+           "judge", "may_run", "member_job", "orphaned_pods", "sweep"]

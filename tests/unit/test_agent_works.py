@@ -218,6 +218,28 @@ def test_a_job_deleted_on_the_member_is_applied_again_after_a_grace() -> None:
     assert sync.book.get(name) is not None
 
 
+def test_pods_of_a_removed_copy_go_when_the_garbage_collector_does_not_come() -> None:
+    sync, _, member = a_sync()
+    work = a_work()
+    job = member_copy(work)
+    pod = {"metadata": {"name": "j-master-0", "namespace": "default", "uid": "p1",
+                        "labels": {protocol.JOB_UID: "uid-j"},
+                        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "controller": True,
+                                             "kind": "PyTorchJob", "name": "j",
+                                             "uid": job["metadata"]["uid"]}]}}
+    sync.state.stores.put_job(key_of(job), job)
+    sync.state.stores.put_pod(pod, False)
+    jobs = dict(sync.state.stores.all_jobs())
+    sync.remover.sweep_orphaned_pods(jobs, now=100.0)
+    assert not member.calls  # its job is there: not an orphan
+    sync.state.stores.put_job(key_of(job), None)  # the copy was removed
+    sync.remover.sweep_orphaned_pods({}, now=100.0)
+    sync.remover.sweep_orphaned_pods({}, now=105.0)
+    assert not member.calls  # the member's garbage collector gets its grace
+    sync.remover.sweep_orphaned_pods({}, now=111.0)
+    assert member.calls == [("delete", "pods", "j-master-0")]
+
+
 # -- status, driven by changes -------------------------------------------------------------
 def test_status_is_written_when_the_job_or_its_pods_change_and_only_then() -> None:
     sync, hub, _ = a_sync()

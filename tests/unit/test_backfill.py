@@ -78,7 +78,7 @@ def test_a_gang_that_does_not_fit_is_reserved_and_only_jobs_ending_first_pass_it
     why = waits(plan)
     assert why["big"].reason == RESERVED
     assert f"holds 24 GPUs from {clock_text(NOW + 100)}" in why["big"].message
-    assert "PyTorchJob/ns/blocker" in why["big"].message
+    assert "PyTorchJob ns/blocker" in why["big"].message
     assert why["unknown"].reason == KEPT_BACK
     assert "its runtime is unknown" in why["unknown"].message
     assert why["long"].reason == KEPT_BACK

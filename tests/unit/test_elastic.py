@@ -170,7 +170,7 @@ def test_an_elastic_victim_is_shrunk_by_what_the_preemptor_needs_not_evicted() -
     [shrink] = decided.victims
     assert shrink.keep == 4  # gives back 2 replicas (the preemptor needs 3 GPUs, 1 is free)
     assert sorted(p.index for p in shrink.pods) == [4, 5]
-    assert "shrinking 1 elastic job (PyTorchJob/a/e to 4)" in decided.reason
+    assert "shrinking 1 elastic job (PyTorchJob a/e to 4)" in decided.reason
 
 
 def test_shrinking_is_preferred_to_evicting_a_whole_job() -> None:
@@ -196,7 +196,7 @@ def test_the_hub_plan_shrinks_a_victim_in_place() -> None:
     assert (shrink.job, shrink.before, shrink.after, shrink.changed) == (
         "PyTorchJob/a/e", 4, 2, ("a",))
     assert shrink.preemptor == waiting.key
-    assert "preempted by PyTorchJob/ns/p" in shrink.reason
+    assert "preempted by PyTorchJob ns/p" in shrink.reason
     assert preempt.victims == ()  # nobody evicted
     assert [w.reason for w in plan_.waits] == ["Preempting"]
 

@@ -183,7 +183,7 @@ def test_a_higher_priority_job_preempts_and_its_capacity_is_held_by_the_next_vie
     [preempt] = [i for i in plan.intents if isinstance(i, Preempt)]
     assert preempt.job == "PyTorchJob/ns/high"
     assert preempt.victims == (
-        ("PyTorchJob/ns/low", "preempted by PyTorchJob/ns/high (priority 100 > 0)"),)
+        ("PyTorchJob/ns/low", "preempted by PyTorchJob ns/high (priority 100 > 0)"),)
     assert [w.reason for w in plan.waits] == ["Preempting"]
     hold = plan.holds["high"]
     assert hold.expires == NOW + 300

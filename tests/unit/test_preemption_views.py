@@ -168,7 +168,7 @@ def test_a_preempted_job_is_marked_so() -> None:
     status = pv.with_preempted({"conditions": [{"type": "Queuing"}]}, job, "now")
     said = status["conditions"][-1]
     assert (said["type"], said["status"], said["reason"]) == ("Preempted", "True", "Preempted")
-    assert "PyTorchJob.kubeflow.org/team/prod" in said["message"]
+    assert "preempted by PyTorchJob team/prod;" in said["message"]
     assert pv.with_preempted({"conditions": []}, pytorchjob("other"), "now") == {
         "conditions": []}
 
@@ -260,7 +260,7 @@ def test_one_pass_preempts_the_lower_job_and_the_next_holds_its_capacity() -> No
     assert preempt.job == "PyTorchJob.kubeflow.org/team/prod"
     [(victim, reason, extra)] = recorder.requeued
     assert victim == "test"
-    assert reason == "preempted by PyTorchJob.kubeflow.org/team/prod (priority 100 > 0)"
+    assert reason == "preempted by PyTorchJob team/prod (priority 100 > 0)"
     assert extra == {w.PREEMPTED_BY: "PyTorchJob.kubeflow.org/team/prod"}
     assert {(n, r) for n, r, _ in recorder.events} == {
         ("test", "Preempted"), ("prod", "Preempting")}

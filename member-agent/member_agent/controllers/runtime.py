@@ -128,6 +128,11 @@ class Stores:
         with self.lock:
             return list(self.jobs.items())
 
+    def all_pods(self) -> dict[JobKey, list[Body]]:
+        """Every pod of our kinds, by the job that owns (or owned) it."""
+        with self.lock:
+            return {key: list(pods.values()) for key, pods in self.pods.items() if pods}
+
     def board(self, key: JobKey) -> Body | None:
         with self.lock:
             return self.boards.get(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ from propagation.jobkey import JobKey
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
+# A copy's pod whose job is gone is left this long to the member's garbage collector
+ORPHAN_GRACE_SECONDS = 10.0
 
 
 class Remover:
@@ -45,6 +48,7 @@ class Remover:
         self._lock = threading.Lock()
         self._purged: set[str] = set()  # Works this agent purged (their DELETED is no news)
         self._kept: set[str] = set()  # Works whose copy purge mode Never keeps
+        self._orphaned: dict[str, float] = {}  # pod uid -> when first seen without its job
 
     # -- a Work's deletion -------------------------------------------------------------
     def purge(self, work: Body) -> None:
@@ -131,6 +135,25 @@ class Remover:
                     self.remove_job(verdict.job, verdict.reason)
                 except errors.ApiError as exc:  # e.g. the member's API server is down
                     log.warning("stale %s not removed yet: %s", verdict.job.key, exc)
+        if synced:
+            self.sweep_orphaned_pods(dict(jobs), time.monotonic())
+
+    def sweep_orphaned_pods(self, jobs: Mapping[JobKey, Body], now: float) -> None:
+        """Pods of removed copies the member's garbage collector has not removed within
+        ORPHAN_GRACE_SECONDS (its controller manager may not be back after an outage)."""
+        orphans = fencing.orphaned_pods(self.state.stores.all_pods(), jobs)
+        seen = {uid for _, _, uid in orphans}
+        self._orphaned = {uid: since for uid, since in self._orphaned.items() if uid in seen}
+        for namespace, name, uid in orphans:
+            if now - self._orphaned.setdefault(uid, now) < ORPHAN_GRACE_SECONDS:
+                continue
+            log.info("removing pod %s/%s: its job is gone from the member", namespace, name)
+            try:
+                self.member.delete(r.PODS, name, namespace, uid=uid)
+            except (errors.Conflict, errors.NotFound):
+                continue
+            except errors.ApiError as exc:
+                log.warning("orphaned pod %s/%s not removed yet: %s", namespace, name, exc)
 
     def run(self, stop: threading.Event, now: threading.Event, interval: float,
             before: Callable[[], None], fences: Callable[[], Mapping[str, Fence]],

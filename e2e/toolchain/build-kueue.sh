@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds Kueue's own scheduler scalability test (its runner and minimalkueue) from the Go
+# module pinned in kueue/go.mod beside this script, for the bench that runs it side by side
+# with fleet on the same machine. Into
+#   ${FLEET_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet/bin}/kueue-<stamp>/{runner,minimalkueue}
+# Prints the binary directory on stdout (progress goes to stderr). The test's configurations
+# and CRDs are read from the module cache (`kueue-module-dir` in that directory names it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+
+recipe=1
+stamp=$( (echo "kueue recipe $recipe"; cat "$here"/kueue/go.mod "$here"/kueue/go.sum) | sha256sum | cut -c1-16)
+out="$cache_root/kueue-$stamp"
+start_build build-kueue.sh "$out" runner minimalkueue
+
+pkg=sigs.k8s.io/kueue/test/performance/scheduler
+log "building Kueue's scheduler performance runner and minimalkueue (cold: several CPU-minutes)"
+(cd "$here/kueue" && go build -trimpath -ldflags "-s -w" -o "$out.partial/runner" "$pkg/runner" \
+  && go build -trimpath -ldflags "-s -w" -o "$out.partial/minimalkueue" "$pkg/minimalkueue" \
+  && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue > "$out.partial/kueue-module-dir")
+finish_build "$out"
