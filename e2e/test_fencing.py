@@ -150,16 +150,33 @@ def test_an_agent_back_from_an_outage_removes_copies_whose_work_went(
     eventually(lambda: gone_from(member, job), timeout=90, what="the job removed")
 
 
+def refuse_pods_in(kube: Kube, namespace: str) -> None:
+    """A member's own admission policy refusing every pod in ``namespace`` (as a member's
+    Gatekeeper or Kyverno rule would)."""
+    name = f"fleet-test-refuse-{namespace}"
+    kube.apply(r.VALIDATINGADMISSIONPOLICIES, field_manager="fleet-test", body={
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                     "resources": ["pods"]}]},
+                 "validations": [{"expression": "false",
+                                  "message": "pods are not allowed in this namespace"}]}})
+    kube.apply(r.VALIDATINGADMISSIONPOLICYBINDINGS, field_manager="fleet-test", body={
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": namespace}}}}})
+
+
 def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
     hub = fleet2.client(HUB)
-    # A class that exists nowhere: the hub carries the classes it has to the members (see
-    # e2e/test_priority.py), so only a class missing on the hub too is refused there.
-    assert hub.get_or_none(r.PRIORITYCLASSES, "nowhere") is None
+    for member in fleet2.members:  # (a PriorityClass the hub lacks keeps the job on the hub)
+        refuse_pods_in(fleet2.client(member), "refused")
     namespace_with_failover(hub, "refused", toleration=10)
-    manifest = seed_pytorchjob("refused", "refused", run_for="8760h")
-    for spec in manifest["spec"]["pytorchReplicaSpecs"].values():
-        spec["template"]["spec"]["priorityClassName"] = "nowhere"
-    job = hub.create(r.PYTORCHJOBS, manifest)
+    job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("refused", "refused", run_for="8760h"))
     cluster = placed_on(hub, job)
     created = time.monotonic()
 
@@ -171,18 +188,18 @@ def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
     condition = eventually(refused, timeout=60, what="a ReplicaFailure condition on the hub")
     print(f"refusal on the hub {time.monotonic() - created:.1f}s after the job was created: "
           f"{condition}")
-    assert condition["reason"] == "PriorityClassNotFound"
+    assert condition["reason"] == "AdmissionDenied"
     assert condition["message"].startswith(f"{cluster}: ")
-    assert "nowhere" in condition["message"]
-    said = eventually(lambda: events(hub, job, "PriorityClassNotFound"), timeout=30,
-                      what="a PriorityClassNotFound event on the hub job")
+    assert "pods are not allowed in this namespace" in condition["message"]
+    said = eventually(lambda: events(hub, job, "AdmissionDenied"), timeout=30,
+                      what="an AdmissionDenied event on the hub job")
     assert said[0]["type"] == "Warning"
     assert said[0]["message"].startswith(f"{cluster}: ")
     # It counts toward application failover: past the toleration the gang is requeued.
     moved = eventually(lambda: events(hub, job, "FailedOver"), timeout=90,
                        what="the refused gang failed over")
     assert f"{cluster}: " in moved[0]["message"]
-    assert "nowhere" in moved[0]["message"]
+    assert "pods are not allowed" in moved[0]["message"]
     hub.delete(r.PYTORCHJOBS, "refused", "refused")
 
 

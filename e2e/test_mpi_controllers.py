@@ -135,7 +135,8 @@ def test_kubeflow_launcher_waits_and_gets_exec_on_its_workers_only(
     assert config["hostfile"] == "kf-mpi-run-worker-0 slots=2\nkf-mpi-run-worker-1 slots=2\n"
     assert config["discover_hosts.sh"] == ("#!/bin/sh\necho kf-mpi-run-worker-0:2\n"
                                            "echo kf-mpi-run-worker-1:2\n")
-    assert "--container horovod-worker" in config["kubexec.sh"]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert f"--container {worker['name']}" in config["kubexec.sh"]  # exec lands in the worker
     env = {e["name"]: e.get("value", "") for e in launcher["spec"]["containers"][0]["env"]}
     assert env["OMPI_MCA_plm_rsh_agent"] == "/etc/mpi/kubexec.sh"
     assert launcher["spec"]["serviceAccountName"] == "kf-mpi-run-launcher"

@@ -16,13 +16,11 @@ from e2e.localfleet.kwok import Kwokctl
 from fleet.clients import resources as r
 
 
-def skewed_clock(offset: str) -> dict[str, str]:
-    """The environment that runs a process with its wall clock ``offset`` from the host's
-    (libfaketime, Debian's ``faketime``: e.g. ``+30s``); {} when it is not installed."""
-    library = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))), None)
-    if library is None:
-        return {}
-    return {"LD_PRELOAD": str(library), "FAKETIME": offset, "FAKETIME_DONT_RESET": "1"}
+def skewed_clock(offset_seconds: float) -> dict[str, str]:
+    """The environment that runs a fleet process with its wall clock ``offset_seconds`` off
+    the host's (``fleet.clock`` reads it; every time the process stamps or compares with a
+    peer's goes through there)."""
+    return {"FLEET_CHAOS_CLOCK_OFFSET_SECONDS": str(offset_seconds)}
 
 
 def signal_process(fleet: LocalFleet, name: str, sig: int) -> None:
@@ -137,18 +135,34 @@ def alive(pid: int) -> bool:
         return False
 
 
-def hub_leader(fleet: LocalFleet, candidates: tuple[str, ...]) -> str | None:
+def hub_leader(fleet: LocalFleet, candidates: tuple[str, ...],
+               since: dict[str, int] | None = None) -> str | None:
     """Which of the hub processes ``candidates`` holds the hub Lease (from their logs: the
-    Lease names an identity, each hub logs the identity it takes leadership as)."""
+    Lease names an identity, each hub logs the identity it takes leadership as). ``since``:
+    where each log stood when its process started (an earlier process of the same name
+    wrote the same log)."""
     lease = fleet.client(HUB).get_or_none(r.LEASES, "fleet-hub", "fleet-system")
     holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
     if not holder:
         return None
     for name in candidates:
-        log = fleet.workdir / "logs" / f"{name}.log"
-        if log.exists() and f"{holder} took leadership" in log.read_text(errors="replace"):
-            return name
+        log = log_of(fleet, name)
+        if log.exists():
+            with log.open("rb") as text:
+                text.seek((since or {}).get(name, 0))
+                if f"{holder} took leadership".encode() in text.read():
+                    return name
     return None
+
+
+def log_of(fleet: LocalFleet, process: str) -> Path:
+    return fleet.workdir / "logs" / f"{process}.log"
+
+
+def log_sizes(fleet: LocalFleet, processes: tuple[str, ...]) -> dict[str, int]:
+    """Where each process's log stands now (before it is started again)."""
+    return {name: log_of(fleet, name).stat().st_size if log_of(fleet, name).exists() else 0
+            for name in processes}
 
 
 def agent_leader(fleet: LocalFleet, cluster: str) -> str | None:

@@ -19,9 +19,9 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from fleet import clock
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -33,7 +33,7 @@ Body = dict[str, Any]
 def event_body(obj: Mapping[str, Any], reason: str, message: str, *, type: str,
                component: str) -> Body:
     meta = obj["metadata"]
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = clock.text()
     return {
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},

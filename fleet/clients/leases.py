@@ -32,9 +32,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from fleet import clock
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -178,7 +179,7 @@ class LeaderElector:
 
     def _lease(self, transitions: int, sent: float, acquired: str | None = None
                ) -> dict[str, Any]:
-        now = _micro(datetime.now(UTC))  # (for people reading it: nobody compares it)
+        now = _micro(clock.now())  # (for people reading it: nobody compares it)
         return {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace},

@@ -2,14 +2,22 @@
 
 Decisions read a consistent copy (:meth:`Cache.snapshot`), never the live dicts, so a watch
 event arriving mid-pass cannot change the inputs of a decision half-way.
+
+It also keeps when the hub itself last heard from each member's agent (its heartbeat Lease
+renewed, its status report's heartbeat or capacity report changed), on the hub's monotonic
+clock: a member's freshness is judged by that, never by comparing the agent's timestamps with
+the hub's clock (client-go's observed time; the node lifecycle controller's probe time), so
+clock skew between hub and members moves nothing.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleet.api import protocol
@@ -47,6 +55,21 @@ class Snapshot:
     named: Mapping[str, Key] = field(default_factory=dict)  # a job's JobKey -> its key
     # A job's Works by (its uid, evicting), in arrival order.
     works_by_job: Mapping[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
+    # Per member, when the hub last heard its heartbeat and its capacity report change
+    # (monotonic seconds; see the module's docstring)
+    heard: Mapping[str, float] = field(default_factory=dict)
+    reported: Mapping[str, float] = field(default_factory=dict)
+    taken: float = 0.0  # when the snapshot was taken, on the same clock
+
+    def heard_at(self, cluster: str, now: datetime) -> datetime | None:
+        """When the hub last heard ``cluster``'s agent, on the clock ``now`` reads."""
+        seen = self.heard.get(cluster)
+        return None if seen is None else now - timedelta(seconds=self.taken - seen)
+
+    def reported_at(self, cluster: str, now: datetime) -> datetime | None:
+        """When the hub last saw ``cluster``'s capacity report change, likewise."""
+        seen = self.reported.get(cluster)
+        return None if seen is None else now - timedelta(seconds=self.taken - seen)
 
     def job_of(self, uid: str) -> Body | None:
         key = self.job_keys.get(uid)
@@ -67,6 +90,27 @@ class Snapshot:
 
 
 CONTEXT = (POLICIES, CLUSTER_POLICIES, PRIORITY_CLASSES, QUOTA_TREES, QUEUES)
+
+
+Heard = dict[tuple[str, str], tuple[str, float]]  # (member, source) -> (what it said, when)
+
+
+def _note(heard: Heard, name: str, source: str, said: str | None, now: float) -> None:
+    """A member's ``source`` said ``said``: heard now if that is news (or its first word)."""
+    if not said:
+        return
+    known = heard.get((name, source))
+    if known is None or known[0] != said:
+        heard[(name, source)] = (said, now)
+
+
+def _latest(heard: Heard, sources: tuple[str, ...]) -> dict[str, float]:
+    """Per member, when the latest of ``sources`` was heard."""
+    out: dict[str, float] = {}
+    for (name, source), (_, at) in heard.items():
+        if source in sources:
+            out[name] = max(at, out.get(name, at))
+    return out
 
 
 @dataclass
@@ -101,6 +145,8 @@ class Cache:
     # A job's Works, by (uid, evicting): each entry replaced, never changed in place, so a
     # snapshot copies only the outer map.
     _works_by_job: dict[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    _heard: Heard = field(default_factory=dict)  # (member, source) -> what, when
 
     @staticmethod
     def key(body: Mapping[str, Any]) -> Key:
@@ -126,8 +172,22 @@ class Cache:
                 if old is not None:
                     self._unindex(old)
                 self._index(item)
+            elif store in (CLUSTERS, HEARTBEATS):
+                self._hear(store, item)
             self._mark(store, item)
         self._changed.set()
+
+    def _hear(self, store: str, item: Body) -> None:
+        """Note when what a member's agent says of its liveness changed."""
+        meta, now = item.get("metadata") or {}, self.clock()
+        if store == HEARTBEATS:
+            name = protocol.cluster_of_namespace(str(meta.get("namespace", "")))
+            _note(self._heard, name, "lease", (item.get("spec") or {}).get("renewTime"), now)
+            return
+        name, status = str(meta.get("name", "")), item.get("status") or {}
+        _note(self._heard, name, "status", status.get("lastHeartbeatTime"), now)
+        _note(self._heard, name, "capacity", (status.get("capacity") or {}).get("observedTime"),
+              now)
 
     def remove(self, store: str, body: Mapping[str, Any]) -> None:
         with self._lock:
@@ -141,6 +201,10 @@ class Cache:
                 self._named.pop(JobKey.of_body(body), None)
             elif store == WORKS and gone is not None:
                 self._unindex(gone)
+            elif store == CLUSTERS:
+                name = str((body.get("metadata") or {}).get("name", ""))
+                for source in ("lease", "status", "capacity"):
+                    self._heard.pop((name, source), None)
         self._changed.set()
 
     def _index(self, work: Body) -> None:
@@ -188,9 +252,12 @@ class Cache:
             copies = {name: dict(store) for name, store in self._stores.items()}
             keys, named = dict(self._job_keys), dict(self._named)
             works = dict(self._works_by_job)
+            heard = _latest(self._heard, ("lease", "status"))
+            reported = _latest(self._heard, ("capacity",))
         return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
                         copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES], copies[QUEUES],
-                        copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, named, works)
+                        copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, named, works,
+                        heard, reported, self.clock())
 
     def wait_for_change(self, timeout: float) -> None:
         self._changed.wait(timeout)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from fleet import clock
 from fleet.api import protocol as p
 from fleet.clients import errors, events
 from fleet.clients import resources as r
@@ -46,12 +46,12 @@ STALE = (errors.Conflict, errors.NotFound)  # changed or gone since it was read
 
 
 def now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.text()
 
 
 def precise_now() -> str:
     """The time to the microsecond, as the Work's dispatched-at annotation carries it."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return clock.text(micro=True)
 
 
 def _refused(exc: errors.ApiError) -> Exception:

@@ -246,6 +246,9 @@ class JobViews:
             runtime = runtime_of(job, adapter)
         except InvalidJob as exc:  # checked before any quota or capacity is counted
             return replace(view, invalid=str(exc))
+        missing_class = q.missing_priority_class(job, classes)
+        if missing_class:
+            return replace(view, invalid=missing_class)
         if elastic is not None:  # asks for its max; the planner sizes it to what fits
             demand = with_count(demand, elastic.role, elastic.max)
             view = replace(view, elastic=elastic)

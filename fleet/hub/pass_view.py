@@ -62,9 +62,9 @@ class Carried:
     waiting: Waiting | None = None  # the waiting jobs (None: the pass is handed them all)
 
 
-def lost_since(snap: Snapshot) -> dict[str, float]:
-    """When each member stopped being usable: its Ready condition turning False, or its
-    agent's last heartbeat."""
+def lost_since(snap: Snapshot, now: datetime) -> dict[str, float]:
+    """When each member stopped being usable: its Ready condition turning False, or the
+    last time the hub heard its agent."""
     out: dict[str, float] = {}
     for body in snap.clusters.values():
         status = body.get("status") or {}
@@ -73,7 +73,8 @@ def lost_since(snap: Snapshot) -> dict[str, float]:
         since = None
         if ready is not None and ready.get("status") != "True":
             since = parse_time(ready.get("lastTransitionTime"))
-        since = since or heartbeat_of(body, snap.heartbeat_lease(body["metadata"]["name"]))
+        since = since or snap.heard_at(body["metadata"]["name"], now) or heartbeat_of(
+            body, snap.heartbeat_lease(body["metadata"]["name"]))
         if since is not None:
             out[body["metadata"]["name"]] = since.timestamp()
     return out
@@ -147,7 +148,7 @@ class PassViewBuilder:
         # Backfill reads the running jobs of known runtime: only when some job may be placed.
         timed = self.running.timed(snap) if placing else ()
         return PassView(now.timestamp(), now_text, tuple(views), by_name, capacity,
-                        lost_since(snap), quota, preemption=preemption, timed=timed,
+                        lost_since(snap, now), quota, preemption=preemption, timed=timed,
                         reservations=carried.reservations, cells=cells, waiting=waiting,
                         gone=tuple(sorted(changes.gone)), max_binds=self.max_binds)
 

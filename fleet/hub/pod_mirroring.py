@@ -12,12 +12,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from prometheus_client import Counter
 
+from fleet import clock
 from fleet.api.cluster import KubeletEndpoint
 from fleet.api.protocol import MIRROR_OF
 from fleet.clients import errors
@@ -202,7 +202,7 @@ class Mirroring:
         ready = set()
         for cluster in sorted(needed):
             endpoint = endpoints[cluster]
-            if not _fresh(snap.heartbeat_lease(cluster)):
+            if not _fresh(snap, cluster):
                 # no renewal: the node goes NotReady, as a silent kubelet's would
                 if cluster in self.nodes:
                     ready.add(cluster)
@@ -256,17 +256,12 @@ def _endpoints(snap: Snapshot) -> dict[str, KubeletEndpoint]:
     return out
 
 
-def _fresh(lease: Mapping[str, Any] | None) -> bool:
-    renewed = ((lease or {}).get("spec") or {}).get("renewTime")
-    if not renewed:
-        return False
-    try:
-        at = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return (datetime.now(UTC) - at).total_seconds() < HEARTBEAT_FRESH_SECONDS
+def _fresh(snap: Snapshot, cluster: str) -> bool:
+    """Whether the hub heard ``cluster``'s agent lately (by its own clock: never the agent's
+    timestamps against it)."""
+    heard = snap.heard.get(cluster)
+    return heard is not None and snap.taken - heard < HEARTBEAT_FRESH_SECONDS
 
 
 def _now(*, micro: bool = False) -> str:
-    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ"
-    return datetime.now(UTC).strftime(fmt)
+    return clock.text(micro=micro)

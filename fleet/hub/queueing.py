@@ -54,6 +54,17 @@ def _class_names(job: Mapping[str, Any]) -> list[str]:
     return priority_class_names(job, [role.template for role in adapter.roles(job)])
 
 
+def missing_priority_class(job: Mapping[str, Any], classes: Mapping[str, int]) -> str:
+    """Why the job cannot be placed for a PriorityClass it names that the hub lacks ("" when
+    it lacks none): every member would refuse its pods, as the API server refuses a pod
+    naming an unknown class. Said as a wait, not a refusal: the class may come later."""
+    missing = [n for n in _class_names(job) if n not in classes]
+    if not missing:
+        return ""
+    return (f"priorityClassName: PriorityClass {missing[0]!r} does not exist on the hub; "
+            "the job waits until it is created")
+
+
 def priority_class_manifests(job: Mapping[str, Any], snap: Snapshot) -> list[Body]:
     """The hub's PriorityClasses that the job names, as its Works carry them to members
     (a member without them would refuse every pod of the job)."""

@@ -18,9 +18,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 
-from fleet import metrics
+from fleet import clock, metrics
 from fleet.clients.leases import LeaderElector, NotLeading
 from fleet.hub.cache import Body, Cache, Changes, Snapshot
 from fleet.hub.collector import Collector
@@ -130,11 +130,8 @@ class Scheduler:
         inflight = self.writer.inflight()
         changes = self.cache.take_changed()
         snap = self.cache.snapshot()
-        now = datetime.now(UTC)
-        clusters = [cluster_view(b, now, self.settings.heartbeat_timeout,
-                                 snap.heartbeat_lease(b["metadata"]["name"]),
-                                 self.settings.capacity_stale_after)
-                    for b in snap.clusters.values()]
+        now = clock.now()
+        clusters = self.cluster_views(snap, now)
         context, anew = self.views.context(snap)
         carried = self._carried if self._carried is not None and not anew else Carried(
             *(self._carried.holds, self._carried.retry_at, self._carried.reservations)
@@ -166,6 +163,16 @@ class Scheduler:
         self.writer.write(plan.intents, ctx)
         self.reporting.offer(snap, clusters, now, plan.queues)
         return plan
+
+    def cluster_views(self, snap: Snapshot, now: datetime) -> list[ClusterView]:
+        """The members, each judged fresh by when this hub last heard from it (never by
+        the agent's clock against this one: they may be skewed)."""
+        return [cluster_view(b, now, self.settings.heartbeat_timeout,
+                             snap.heartbeat_lease(b["metadata"]["name"]),
+                             self.settings.capacity_stale_after,
+                             heard=snap.heard_at(b["metadata"]["name"], now),
+                             reported=snap.reported_at(b["metadata"]["name"], now))
+                for b in snap.clusters.values()]
 
     def forget(self) -> None:
         """Drop what passes carry (a replica that lost the lead, or is about to lead): the

@@ -119,13 +119,19 @@ def _cell_nodes(body: Body) -> tuple[CellNode, ...]:
 
 
 def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,
-                 lease: Body | None = None, capacity_stale_after: float = 90.0) -> ClusterView:
+                 lease: Body | None = None, capacity_stale_after: float = 90.0, *,
+                 heard: datetime | None = None, reported: datetime | None = None
+                 ) -> ClusterView:
+    """A member as the planner sees it. ``heard`` and ``reported``: when the hub itself last
+    saw the agent's heartbeat and its capacity report change, on the hub's clock (the hub's
+    cache keeps them); without them the agent's own timestamps are read, as a tool outside
+    the hub does."""
     cluster, groups = _parsed(body)
     status = cluster.status
     ready, reason, stale = True, "", ""
-    heartbeat = heartbeat_of(body, lease)
-    observed = parse_time(status.capacity.observed_time
-                          if status and status.capacity else None)
+    heartbeat = heard or heartbeat_of(body, lease)
+    observed = reported or parse_time(status.capacity.observed_time
+                                      if status and status.capacity else None)
     if observed is not None and (now - observed).total_seconds() > capacity_stale_after:
         stale = f"capacity report {(now - observed).total_seconds():.0f}s old"
     if heartbeat is None:

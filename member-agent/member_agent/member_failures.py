@@ -51,7 +51,8 @@ def refusal_reason(status: int, message: str) -> str | None:
         reason = "PriorityClassNotFound"
     elif "exceeded quota" in text or "resourcequota" in text:
         reason = "MemberQuotaExceeded"
-    elif "admission webhook" in text or "denied the request" in text:
+    elif "admission webhook" in text or "denied the request" in text or \
+            "validatingadmissionpolicy" in text:
         reason = "AdmissionDenied"
     elif status == 403:
         reason = "Forbidden"

@@ -87,6 +87,17 @@ def test_priority_comes_from_the_classes_and_negative_means_opportunistic() -> N
     assert pv.lowest_priority({"prod": 100}) == 0
 
 
+def test_a_job_naming_a_class_the_hub_lacks_waits_for_it_naming_the_field() -> None:
+    cache = Cache()
+    job = pytorchjob("a", "oppo")
+    snap = cache.snapshot()
+    waiting = JobViews().build(job, snap, Context.of(snap))
+    assert waiting.invalid.startswith("priorityClassName: PriorityClass 'oppo' does not exist")
+    cache.upsert("priorityclasses", priority_class("oppo", -1))
+    snap = cache.snapshot()
+    assert JobViews().build(job, snap, Context.of(snap)).invalid == ""
+
+
 def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     cache = Cache()
     tree = QuotaNode("root", max={GPU: 8}, children=(

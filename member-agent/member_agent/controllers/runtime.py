@@ -284,12 +284,12 @@ class JobController:
         count, last = self._failures.get(key, (0, ""))
         text = f"{type(exc).__name__}: {exc}"[:500]
         if quiet and count == 0:
-            log.debug("reconcile of %s: %s", "/".join(key), text)
+            log.debug("reconcile of %s: %s", key, text)
             text = ""  # a second time is logged
         elif text != last and not isinstance(exc, errors.ApiError):
-            log.exception("reconcile of %s failed", "/".join(key))
+            log.exception("reconcile of %s failed", key)
         elif text != last:
-            log.warning("reconcile of %s failed: %s", "/".join(key), text)
+            log.warning("reconcile of %s failed: %s", key, text)
         if len(self._failures) >= 10_000:  # bounded: forget the oldest
             self._failures.pop(next(iter(self._failures)))
         self._failures[key] = (count + 1, text)
@@ -358,7 +358,7 @@ class JobController:
         if failures and self._deleted(kind, job):
             # Deleted meanwhile (its Work went): what it owned, a launcher's ServiceAccount
             # say, is being collected, so its pods are refused; nothing is wrong to report.
-            log.debug("pods of %s refused while it is deleted: %s", "/".join(key),
+            log.debug("pods of %s refused while it is deleted: %s", key,
                       failures[0][0])
             return
         for exc, pod in failures:  # e.g. a quota or admission refusal on the member
