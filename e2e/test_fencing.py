@@ -20,6 +20,7 @@ from e2e.conftest import eventually, running
 from e2e.jobs import events, hub_job, hub_state, member_job, pods, pods_named, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from fleet.api.protocol import JOB_UID, member_namespace
+from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.clients.resources import Resource
@@ -161,7 +162,8 @@ def refuse_pods_in(kube: Kube, namespace: str) -> None:
                  "matchConstraints": {"resourceRules": [{
                      "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                      "resources": ["pods"]}]},
-                 "validations": [{"expression": "false",
+                 "validations": [{"expression": "false", "reason": "Forbidden",  # a 403:
+                                  # a 422 says the pod itself is invalid, which fails the job
                                   "message": "pods are not allowed in this namespace"}]}})
     kube.apply(r.VALIDATINGADMISSIONPOLICYBINDINGS, field_manager="fleet-test", body={
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -169,6 +171,21 @@ def refuse_pods_in(kube: Kube, namespace: str) -> None:
         "spec": {"policyName": name, "validationActions": ["Deny"],
                  "matchResources": {"namespaceSelector": {"matchLabels": {
                      "kubernetes.io/metadata.name": namespace}}}}})
+    # A policy takes a moment to be enforced: wait until a pod is refused (dry run)
+    kube.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": namespace}}, field_manager="fleet-test")
+    probe = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "probe", "namespace": namespace},
+             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+    def enforced() -> bool:
+        try:
+            kube.apply(r.PODS, probe, field_manager="fleet-test", dry_run=True)
+        except errors.Forbidden as exc:
+            return name in str(exc)
+        return False
+
+    eventually(enforced, timeout=30, what=f"{name} enforced")
 
 
 def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:

@@ -19,6 +19,8 @@ from member_agent.member_failures import Refusal, health, refusal_reason
     (400, 'admission webhook "deny.example.com" denied the request: no', "AdmissionDenied"),
     (403, 'pods "a" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'b\' denied '
      'request: no pods here', "AdmissionDenied"),
+    (422, 'pods "a" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'b\' denied '
+     'request: no pods here', "AdmissionDenied"),
     (403, 'pods "a" is forbidden: User "agent" cannot create resource "pods"', "Forbidden"),
     (422, 'Pod "a" is invalid: spec.containers[0].image: Required value', "Invalid"),
     (404, 'namespaces "gone" not found', "PodCreateRefused"),

@@ -34,7 +34,7 @@ from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.reconcile import Decision, check, decide, invalid
 from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
 from member_agent.controllers.t9k_mpi import T9K_MPI
-from member_agent.member_failures import Refusal
+from member_agent.member_failures import Refusal, refusal_reason
 from propagation.jobkey import JobKey, kind_key
 
 log = logging.getLogger(__name__)
@@ -367,10 +367,12 @@ class JobController:
         self.stores.set_refusal(key, Refusal(failures[0][1]["metadata"]["name"],
                                              failures[0][0].status, failures[0][0].message)
                                 if failures else None)
-        refused = [exc for exc, _ in failures if exc.status in (400, 422)]  # bad request
+        refused = [exc for exc, _ in failures if refusal_reason(exc.status, exc.message)
+                   == "Invalid"]  # a bad request, not a member's admission policy
         if refused and not kind.finished(job.get("status") or {}):
             # The member's API server refuses the pod as written: the template is malformed
-            # (a field only the Pod schema checks), so retrying cannot help.
+            # (a field only the Pod schema checks), so retrying cannot help. (A member's own
+            # admission policy may answer 422 too: that is the member's, and fails over.)
             text = str(refused[0])
             text = text if len(text) <= 300 else f"{text[:300]}..."
             self._carry_out(key, kind, job, invalid(
