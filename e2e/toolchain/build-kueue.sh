@@ -5,6 +5,8 @@
 #   ${FLEET_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet/bin}/kueue-<stamp>/{runner,minimalkueue}
 # Prints the binary directory on stdout (progress goes to stderr). The test's configurations
 # and CRDs are read from the module cache (`kueue-module-dir` in that directory names it).
+# The runner finds its project by PROJECT_DIR (the module directory with a trailing /) and
+# its control plane by KUBEBUILDER_ASSETS (the local fleet's kube-apiserver and etcd).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
