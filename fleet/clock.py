@@ -30,10 +30,6 @@ def now() -> datetime:
     return datetime.now(UTC) + OFFSET
 
 
-def timestamp() -> float:
-    return now().timestamp()
-
-
 def text(*, micro: bool = False) -> str:
     """The current time as the API's timestamps carry it (to the second or the microsecond)."""
     return now().strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")

@@ -63,12 +63,13 @@ class Snapshot:
 
     def heard_at(self, cluster: str, now: datetime) -> datetime | None:
         """When the hub last heard ``cluster``'s agent, on the clock ``now`` reads."""
-        seen = self.heard.get(cluster)
-        return None if seen is None else now - timedelta(seconds=self.taken - seen)
+        return self._on_clock_of(self.heard.get(cluster), now)
 
     def reported_at(self, cluster: str, now: datetime) -> datetime | None:
         """When the hub last saw ``cluster``'s capacity report change, likewise."""
-        seen = self.reported.get(cluster)
+        return self._on_clock_of(self.reported.get(cluster), now)
+
+    def _on_clock_of(self, seen: float | None, now: datetime) -> datetime | None:
         return None if seen is None else now - timedelta(seconds=self.taken - seen)
 
     def job_of(self, uid: str) -> Body | None:

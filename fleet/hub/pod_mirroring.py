@@ -227,7 +227,7 @@ class Mirroring:
             self.kube.patch(r.NODES, body["metadata"]["name"],
                             {"metadata": body["metadata"], "spec": body["spec"]})
         self.kube.patch(r.NODES, body["metadata"]["name"],
-                        {"status": m.node_status(endpoint.address, endpoint.port, _now())},
+                        {"status": m.node_status(endpoint.address, endpoint.port, clock.text())},
                         subresource="status")
         assert self.nodes is not None
         self.nodes[cluster] = (endpoint.address, endpoint.port)
@@ -235,7 +235,7 @@ class Mirroring:
                  body["metadata"]["name"], endpoint.address, endpoint.port)
 
     def _renew(self, cluster: str) -> None:
-        lease = m.node_lease(cluster, LEASE_SECONDS, _now(micro=True))
+        lease = m.node_lease(cluster, LEASE_SECONDS, clock.text(micro=True))
         try:
             self.kube.patch(r.LEASES, lease["metadata"]["name"], {"spec": lease["spec"]},
                             "kube-node-lease")
@@ -262,6 +262,3 @@ def _fresh(snap: Snapshot, cluster: str) -> bool:
     heard = snap.heard.get(cluster)
     return heard is not None and snap.taken - heard < HEARTBEAT_FRESH_SECONDS
 
-
-def _now(*, micro: bool = False) -> str:
-    return clock.text(micro=micro)

@@ -84,7 +84,7 @@ def a_work(name: str = "j", generation: int = 1, **placement: Any) -> Body:
     adapter = adapter_for(job["apiVersion"], job["kind"])
     share = {"cluster": CLUSTER, "replicas": {"Master": 1}, "offsets": {"Master": 0}}
     config = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "shared", "namespace": "default"}}
+              "metadata": {"name": "common", "namespace": "default"}}
     work = w.work_body(job, adapter, share, [share], deps=[config])
     work["metadata"] |= {"uid": f"w-{name}", "resourceVersion": "7", "generation": generation,
                          "creationTimestamp": "2026-01-01T00:00:00Z"}
@@ -123,7 +123,7 @@ def test_the_book_records_each_work_once_and_finds_it_by_job() -> None:
     assert not book.is_applied(newer)
     other = a_work("k")
     book.record(other)
-    assert ("ConfigMap", "default", "shared") in book.used_by_others(name)
+    assert ("ConfigMap", "default", "common") in book.used_by_others(name)
     book.drop(name)
     assert book.get(name) is None
     assert not book.names_of(key_of(work["spec"]["manifests"][0]))
@@ -135,7 +135,7 @@ def test_a_work_is_applied_dependencies_first_and_once_per_generation() -> None:
     work = a_work()
     sync.handle(work, deleted=False)
     assert [c for c in member.calls if c[0] == "apply"] == [
-        ("apply", "namespaces", "default"), ("apply", "configmaps", "shared"),
+        ("apply", "namespaces", "default"), ("apply", "configmaps", "common"),
         ("apply", "pytorchjobs", "j")]
     assert not hub.calls  # the hub set our finalizer already: no write to the hub
     member.calls.clear()
@@ -155,7 +155,7 @@ def test_a_work_without_our_finalizer_gets_it_before_its_apply() -> None:
     assert hub.patches[0][1]["metadata"]["finalizers"] == [protocol.AGENT_FINALIZER]
 
 
-def test_purge_removes_the_objects_then_drops_the_finalizer_and_keeps_shared_ones() -> None:
+def test_purge_removes_the_objects_then_drops_the_finalizer_and_keeps_ones_others_use() -> None:
     sync, hub, member = a_sync()
     first, second = a_work("j"), a_work("k")
     for work in (first, second):

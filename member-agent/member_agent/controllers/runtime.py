@@ -38,6 +38,12 @@ from member_agent.member_failures import Refusal, refusal_reason
 from propagation.jobkey import JobKey, kind_key
 
 log = logging.getLogger(__name__)
+
+
+class PodsRefused(Exception):
+    """The member refused pods of a job (its quota, an admission policy, a ServiceAccount
+    not made yet): recorded as a FailedCreatePod event and on the job's Work, retried with
+    backoff, never logged as the agent's own failure."""
 Body = dict[str, Any]
 COMPONENT = "fleet-agent"
 
@@ -267,6 +273,8 @@ class JobController:
                 self.reconcile(key)
             except errors.Conflict:
                 self.queue.add(key)  # read again and retry
+            except PodsRefused as exc:  # told on the job and its Work already: retried
+                self.requeue_after(key, self._failed(key, exc, told=True))
             except errors.NotFound as exc:  # mostly a job deleted during its reconcile,
                 # whose deletion event is on its way: said only if it happens again
                 self.requeue_after(key, self._failed(key, exc, quiet=True))
@@ -277,13 +285,16 @@ class JobController:
             finally:
                 self.queue.done(key)
 
-    def _failed(self, key: JobKey, exc: Exception, *, quiet: bool = False) -> float:
+    def _failed(self, key: JobKey, exc: Exception, *, quiet: bool = False,
+                told: bool = False) -> float:
         """Log a failed reconcile and say when to retry: 2 s doubling to 5 min while it keeps
         failing. The traceback is logged once per distinct error (an API refusal has none),
-        not on every retry."""
+        not on every retry; a failure already ``told`` elsewhere is logged at debug only."""
         count, last = self._failures.get(key, (0, ""))
         text = f"{type(exc).__name__}: {exc}"[:500]
-        if quiet and count == 0:
+        if told:
+            log.debug("reconcile of %s: %s", key, text)
+        elif quiet and count == 0:
             log.debug("reconcile of %s: %s", key, text)
             text = ""  # a second time is logged
         elif text != last and not isinstance(exc, errors.ApiError):
@@ -380,7 +391,7 @@ class JobController:
                 f"has a pod template the member refuses ({text})"))
             return
         if failures:
-            raise failures[0][0]
+            raise PodsRefused(failures[0][0])
         for service in decision.services:
             self._ensure(r.SERVICES, service, job)
         if decision.status is not None:
