@@ -33,6 +33,8 @@ import yaml
 
 CNI_BIN_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 CGROUP_V1 = Path("/sys/fs/cgroup")
+# The kubelet binds its device-plugin registration socket here whatever its --root-dir.
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 NETNS_DIR = Path("/run/netns")
 MAX_SLOTS = 16
 REAL_NODE_LABEL = "fleet.local/real-node"
