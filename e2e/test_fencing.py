@@ -9,6 +9,7 @@ application failover. Each test fails on the code before fencing.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from e2e.chaos import faults
 from e2e.conftest import eventually, running
 from e2e.jobs import events, hub_job, hub_state, member_job, pods, pods_named, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
@@ -23,11 +25,9 @@ from fleet.api.protocol import JOB_UID, member_namespace
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.clients.resources import Resource
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
-RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,7 @@ def test_a_member_quota_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> 
         if member.get_or_none(r.NAMESPACES, "member-quota") is None:
             member.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                          "metadata": {"name": "member-quota"}})
-        member.apply(RESOURCEQUOTAS, {
+        member.apply(r.RESOURCEQUOTAS, {
             "apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "no-gpus", "namespace": "member-quota"},
             "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}, field_manager="test")
@@ -250,6 +250,52 @@ def test_a_member_quota_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> 
     time.sleep(3)  # the refusal goes on (the member controller retries): said once all the same
     assert len(events(hub, job, "MemberQuotaExceeded")) == 1
     hub.delete(r.PYTORCHJOBS, "over", "member-quota")
+
+
+def conditions_of(hub: Kube, job: Body, kind: str) -> list[Body]:
+    status = hub_job(hub, job).get("status") or {}
+    return [c for c in status.get("conditions") or []
+            if c.get("type") == kind and c.get("status") == "True"]
+
+
+def test_a_namespace_whose_account_comes_late_waits_then_runs(fleet2: LocalFleet) -> None:
+    """A new namespace's default ServiceAccount comes from the member's
+    kube-controller-manager a moment after the namespace: while it is not there the member
+    refuses the job's pods (a 403). The job waits, shown as Waiting on the hub, never as a
+    ReplicaFailure, and runs once the account is made. (Here the controller managers are
+    down for a while, so the moment is long enough to look at.)"""
+    hub = fleet2.client(HUB)
+    namespace_with_failover(hub, "late-account", toleration=300)
+    supervisor = faults.Supervisor(fleet2).start()
+    downs = [threading.Thread(target=supervisor.kill_and_restart,
+                              args=(member, "kube-controller-manager", 45.0), daemon=True)
+             for member in fleet2.members]
+    try:
+        for down in downs:
+            down.start()
+        time.sleep(2)  # both gone before the job's namespace is made on its member
+        job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("late", "late-account",
+                                                        run_for="8760h"))
+        cluster = placed_on(hub, job)
+        waiting = eventually(lambda: conditions_of(hub, job, "Waiting"), timeout=40,
+                             what="the job shown Waiting for its member's account")[0]
+        print(f"waiting on the hub: {waiting}")
+        assert waiting["reason"] == "ServiceAccountNotReady"
+        assert waiting["message"].startswith(f"{cluster}: ")
+        assert not conditions_of(hub, job, "ReplicaFailure")
+        said = eventually(lambda: events(hub, job, "ServiceAccountNotReady"), timeout=30,
+                          what="a ServiceAccountNotReady event on the hub job")
+        assert said[0]["type"] == "Normal"
+    finally:
+        for down in downs:
+            down.join(timeout=120)
+        supervisor.stop()
+    hub_state(hub, job, "Running", timeout=150)  # the new lease holder makes the account
+    pods_named(fleet2.client(cluster), job, 3)
+    eventually(lambda: not conditions_of(hub, job, "Waiting"), timeout=30,
+               what="the wait gone from the hub once the account was made")
+    assert not conditions_of(hub, job, "ReplicaFailure")
+    hub.delete(r.PYTORCHJOBS, "late", "late-account")
 
 
 # Last in this module: a member whose API server was frozen comes back without its

@@ -22,6 +22,11 @@ Invariants (each violation names the job or object and what was seen):
   cluster is seen.
 - ``not-ended``/``wrong-end``: a job that did not end, or ended otherwise than its input says
   (Failed only when the user asked for a non-zero exit code).
+- ``misreported``: the hub job shows a member failure or wait (its ``ReplicaFailure`` or
+  ``Waiting`` condition) that none of its Works reports now, beyond ``settle`` seconds; with
+  ``passing`` (a scenario whose members refuse pods only for causes that pass), any
+  ``ReplicaFailure`` the hub shows for a member at all.
+- ``no-cause``: a scenario meant to make a passing cause, and no job was told to wait for it.
 - ``ended-term`` (with ``terms``): a Work created under a hub leader's term after a later term
   had begun, counted from the Work's own term mark and creation time against the hub Lease's
   terms as sampled (the host's clock, the API server's too: hubs may run with skewed ones).
@@ -43,9 +48,11 @@ from fleet.api.protocol import (
     CLUSTERS,
     EVICT_AFTER,
     FAILOVER_SINCE,
+    HEALTHY,
     JOB_UID,
     PLACEMENT,
     PURGE_MODE,
+    REPLICA_FAILURE,
     REQUEUE,
     TERM,
 )
@@ -54,6 +61,7 @@ from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.hub.elastic import placed_demand
+from fleet.hub.member_failures import SHOWN
 from fleet.kinds import adapter_for
 
 Body = dict[str, Any]
@@ -102,6 +110,7 @@ class Ledger:
     violations: dict[tuple[str, str], Violation] = field(default_factory=dict)
     kept_by_never: set[str] = field(default_factory=set)  # member jobs left by purgeMode Never
     terms: bool = False  # check the Works' leader terms against the hub Lease
+    passing: bool = False  # the members refuse pods only for causes that pass
 
     def __post_init__(self) -> None:
         self._latest: dict[str, Snapshot] = {}
@@ -207,6 +216,7 @@ class Ledger:
         holding: set[tuple[str, str]] = set()
         holding |= self._check_placements(jobs, works_by_uid)
         holding |= self._check_members(jobs, works_by_uid, members)
+        holding |= self._check_shown(jobs, works_by_uid)
         self._check_quota(hub)
         if self.terms:
             self._check_terms(hub)
@@ -298,6 +308,29 @@ class Ledger:
                 holding.add(self._held(
                     ("two-clusters", self._names.get(uid, uid)), self.limits.gang_grace,
                     f"pods Running on {sorted(clusters)}, placed on {sorted(placed)}"))
+        return holding
+
+    def _check_shown(self, jobs: Mapping[str, Body],
+                     works_by_uid: Mapping[str, list[Body]]) -> set[tuple[str, str]]:
+        """The member failures and waits each hub job shows against its Works' health."""
+        holding = set()
+        for uid, job in jobs.items():
+            reported = {str(c.get("reason")) for w in works_by_uid.get(uid, [])
+                        for c in (w.get("status") or {}).get("conditions") or []
+                        if c.get("type") == HEALTHY and c.get("status") == "False"}
+            for condition in (job.get("status") or {}).get("conditions") or []:
+                kind, reason = condition.get("type"), condition.get("reason")
+                if condition.get("status") != "True" or reason not in SHOWN.get(kind, ()):
+                    continue
+                if reason not in reported:
+                    holding.add(self._held(
+                        ("misreported", self._names[uid]), self.limits.settle,
+                        f"shows {kind} {reason} that none of its Works reports"))
+                elif self.passing and kind == REPLICA_FAILURE:
+                    holding.add(self._held(
+                        ("misreported", self._names[uid]), 0.0,
+                        f"shows a passing refusal as a failure: {reason}: "
+                        f"{str(condition.get('message'))[:200]}"))
         return holding
 
     def _check_quota(self, hub: Body) -> None:
@@ -414,6 +447,17 @@ class Ledger:
                 self._violate("bound-twice", self._names.get(uid, uid),
                               f"{bindings[uid]} {BINDING} events, {allowed} failover(s) or "
                               "requeue(s) recorded")
+
+    def causes_made(self, hub: Kube, reason: str) -> int:
+        """How many hub jobs were told to wait for ``reason`` (a scenario that means to
+        make a cause checks it did: without it the run proves nothing)."""
+        told = {(e.get("involvedObject") or {}).get("uid")
+                for namespace in self.namespaces for e in hub.list(r.EVENTS, namespace)[0]
+                if e.get("reason") == reason}
+        if not told:
+            self._violate("no-cause", reason, "no job was told to wait for it: the scenario "
+                          "did not make its cause")
+        return len(told)
 
     def drained(self) -> bool:
         """Whether no member holds a job or pod of the ledger's namespaces."""

@@ -9,6 +9,7 @@ orphans are looked for after every run too.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import random
 import signal
@@ -66,17 +67,25 @@ class Run:
     result: RunResult = field(default_factory=RunResult)
     probes: int = 0
     terms: bool = False  # the ledger checks Works against the hub leader's terms
+    passing: bool = False  # members refuse pods only for causes that pass (the ledger checks)
+    others: tuple[str, ...] = ()  # more namespaces the run's jobs go to
 
     def __post_init__(self) -> None:
-        self.ledger = Ledger(self.ctx.fleet, (self.namespace,), self.limits, terms=self.terms)
+        self.ledger = Ledger(self.ctx.fleet, self.namespaces, self.limits, terms=self.terms,
+                             passing=self.passing)
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return (self.namespace, *self.others)
 
     # -- set-up ----------------------------------------------------------------------
     def policy(self, *, toleration: int | None = None, purge: str = "Immediately",
-               cluster: str | None = None) -> None:
+               cluster: str | None = None, namespace: str = "") -> None:
         hub = self.ctx.hub
-        if hub.get_or_none(r.NAMESPACES, self.namespace) is None:
+        namespace = namespace or self.namespace
+        if hub.get_or_none(r.NAMESPACES, namespace) is None:
             hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                      "metadata": {"name": self.namespace}})
+                                      "metadata": {"name": namespace}})
         placement: Body = {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                                  "customSchedulingType": "Gang"}}
         if cluster:
@@ -89,12 +98,14 @@ class Run:
                 **({"gracePeriodSeconds": 10} if purge == "Graciously" else {})}}
         hub.apply(r.PROPAGATIONPOLICIES, {
             "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-            "metadata": {"name": "gang", "namespace": self.namespace}, "spec": spec},
+            "metadata": {"name": "gang", "namespace": namespace}, "spec": spec},
             field_manager="chaos")
 
     def submit(self, name: str, *, run_for: str = "2s", gpus: int = 1, workers: int = 0,
-               exit_code: int = 0, patch: Callable[[Body], None] | None = None) -> None:
-        job = seed_pytorchjob(name, self.namespace, run_for=run_for, exit_code=exit_code,
+               exit_code: int = 0, patch: Callable[[Body], None] | None = None,
+               namespace: str = "") -> None:
+        namespace = namespace or self.namespace
+        job = seed_pytorchjob(name, namespace, run_for=run_for, exit_code=exit_code,
                               gpus=gpus, workers=workers)
         for spec in job["spec"]["pytorchReplicaSpecs"].values():
             spec["restartPolicy"] = "Never"
@@ -110,7 +121,7 @@ class Run:
                 time.sleep(min(2.0, 0.2 * (attempt + 1)))
         else:
             raise RuntimeError(f"could not create {name}")
-        self.expected[f"{self.namespace}/{name}"] = "Failed" if exit_code else "Succeeded"
+        self.expected[f"{namespace}/{name}"] = "Failed" if exit_code else "Succeeded"
 
     def stream(self, prefix: str, count: int, per_second: float, **kwargs: Any
                ) -> threading.Thread:
@@ -143,23 +154,28 @@ class Run:
 
     # -- the end ---------------------------------------------------------------------
     def finish(self, end_timeout: float = 300,
-               after_delete: Callable[[], None] | None = None) -> RunResult:
+               after_delete: Callable[[], None] | None = None, cause: str = "") -> RunResult:
         self.ledger.await_ends(self.expected, end_timeout, self.ctx.say)
         hub = self.ctx.hub
+        if cause:
+            self.result.notes.append(f"{self.ledger.causes_made(hub, cause)} job(s) waited "
+                                     f"for {cause}")
         try:
             self.ledger.requeues_recorded(hub)
         except errors.ApiError as exc:
             self.result.notes.append(f"events not read: {exc}")
-        for job in hub.list(r.PYTORCHJOBS, self.namespace)[0]:
-            try:
-                hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], self.namespace)
-            except errors.NotFound:
-                pass
+        for namespace in self.namespaces:
+            for job in hub.list(r.PYTORCHJOBS, namespace)[0]:
+                try:
+                    hub.delete(r.PYTORCHJOBS, job["metadata"]["name"], namespace)
+                except errors.NotFound:
+                    pass
         if after_delete:
             after_delete()
         deadline = time.monotonic() + self.limits.orphan_grace + 30
         while time.monotonic() < deadline and not (
-                not hub.list(r.PYTORCHJOBS, self.namespace)[0] and self.ledger.drained()):
+                not any(hub.list(r.PYTORCHJOBS, ns)[0] for ns in self.namespaces)
+                and self.ledger.drained()):
             time.sleep(1)
         if not self.ledger.drained():
             left = [f"{c}:{j['metadata']['name']}" for c, d in self.ledger.fresh().items()
@@ -533,6 +549,113 @@ def fuzz(ctx: Context, run: int) -> RunResult:
         return result
 
 
+# -- 11. passing causes on members: refusals that lift by themselves -----------------------
+# Each job must end once its cause passes (within the 5 minutes of ``finish``), and the hub
+# must show the wait as Waiting, never as a ReplicaFailure (the ledger's ``passing`` check).
+
+def fresh_namespaces(ctx: Context, run: int) -> RunResult:
+    """Jobs streamed each into a namespace of its own while the members'
+    kube-controller-managers are down, so no new namespace has its default ServiceAccount
+    yet (as under load, for longer): the jobs wait for it and run once it comes."""
+    count, down = (6, 20.0) if ctx.short else (12, 30.0)
+    base = _ns("freshns", run)
+    components = _components(ctx)
+    with Run(ctx, base, passing=True,
+             others=tuple(f"{base}-{i}" for i in range(count))) as chaos:
+        chaos.policy()
+        for namespace in chaos.others:
+            chaos.policy(namespace=namespace)
+        downs = [threading.Thread(target=components.kill_and_restart,
+                                  args=(member, "kube-controller-manager", down), daemon=True)
+                 for member in ctx.fleet.members]
+        for thread in downs:
+            thread.start()
+        time.sleep(1)
+        for i, namespace in enumerate(chaos.others):
+            chaos.submit(f"job-{i}", namespace=namespace, run_for="2s")
+            time.sleep(down / count / 2)
+        for thread in downs:
+            thread.join()
+        ctx.say("kube-controller-managers back")
+        chaos.probe()
+        return chaos.finish(cause="ServiceAccountNotReady")
+
+
+MEMBER_QUOTA = "chaos-gpus"
+
+
+def member_quota(ctx: Context, run: int) -> RunResult:
+    """A ResourceQuota on each member holding two GPUs of the run's namespace, and a burst of
+    one-GPU jobs the hub places by the members' free GPUs (it does not read their quotas):
+    the quota is full while they come, so most wait (the quota full now, each pod within its
+    hard limit) and run as it drains."""
+    jobs = 8 if ctx.short else 16
+    with Run(ctx, _ns("memberquota", run), passing=True) as chaos:
+        chaos.policy()
+        for member in ctx.fleet.members:
+            kube = ctx.fleet.client(member)
+            _member_namespace(kube, chaos.namespace)
+            kube.apply(r.RESOURCEQUOTAS, {
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": MEMBER_QUOTA, "namespace": chaos.namespace},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}, field_manager="chaos")
+        for i in range(jobs):
+            chaos.submit(f"job-{i}", run_for="3s")
+
+        def drop_quotas() -> None:
+            for member in ctx.fleet.members:
+                with contextlib.suppress(errors.NotFound):
+                    ctx.fleet.client(member).delete(r.RESOURCEQUOTAS, MEMBER_QUOTA,
+                                                    chaos.namespace)
+        return chaos.finish(after_delete=drop_quotas, cause="MemberQuotaFull")
+
+
+def member_webhook_down(ctx: Context, run: int) -> RunResult:
+    """An admission webhook on each member (failurePolicy Fail) that cannot be called for
+    30 s while jobs stream in: the members refuse their pods with a server error naming the
+    webhook; the jobs wait and run once it answers again (here: once it is removed)."""
+    jobs, down = (6, 30.0) if ctx.short else (12, 30.0)
+    with Run(ctx, _ns("webhook", run), passing=True) as chaos:
+        chaos.policy()
+        name = f"{chaos.namespace}-down"
+        for member in ctx.fleet.members:
+            kube = ctx.fleet.client(member)
+            _member_namespace(kube, chaos.namespace)
+            kube.apply(r.VALIDATINGWEBHOOKCONFIGURATIONS, _unreachable_webhook(
+                name, chaos.namespace), field_manager="chaos")
+        began = time.monotonic()
+        streaming = chaos.stream("job", jobs, jobs / down, run_for="2s")
+        time.sleep(max(0.0, down - (time.monotonic() - began)))
+        for member in ctx.fleet.members:
+            ctx.fleet.client(member).delete(r.VALIDATINGWEBHOOKCONFIGURATIONS, name)
+        ctx.say("member webhooks answer again")
+        streaming.join()
+        chaos.probe()
+        return chaos.finish(cause="MemberAdmissionUnavailable")
+
+
+def _member_namespace(kube: Kube, namespace: str) -> None:
+    """The run's namespace on a member made ahead of its jobs (the agent would make it)."""
+    with contextlib.suppress(errors.AlreadyExists):
+        kube.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": namespace}})
+
+
+def _unreachable_webhook(name: str, namespace: str) -> Body:
+    """A webhook on pod creation in ``namespace`` whose server does not answer (a port
+    nothing listens on): with failurePolicy Fail the API server refuses every such pod."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
+        "webhooks": [{
+            "name": "down.chaos.fleet.sh", "failurePolicy": "Fail", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
+            "clientConfig": {"url": "https://127.0.0.1:9/validate"},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"]}]}]}
+
+
 def _fuzz_problems(outcome: object) -> list[str]:
     """What the fuzzer's report lists as wrong: rejections naming no field, accepted objects
     no controller answered, errors, tracebacks in the logs, memory over its bound, and a valid
@@ -582,4 +705,7 @@ SCENARIOS = (
     Scenario("unjoin", unjoin, full=5),
     Scenario("fuzz", fuzz, full=1),  # one run of 10,000 objects
     Scenario("hub-pod-kill", hub_pod_kill, full=4, pods=True),  # 2 Pod deletes, 2 SIGKILLs
+    Scenario("fresh-namespaces", fresh_namespaces, full=10),
+    Scenario("member-quota", member_quota, full=10),
+    Scenario("member-webhook-down", member_webhook_down, full=10),
 )

@@ -186,6 +186,17 @@ MEMBER_FAILURE_REASONS = frozenset({
     "ContainerConfigInvalid",  # e.g. a missing ConfigMap or Secret the container needs
     "CrashLooping",  # a container keeps exiting and the kubelet backs off restarting it
 })
+# Healthy False for a cause the member lifts by itself: its agent retries, and the hub shows
+# a ``Waiting`` condition (and an event) instead of a ReplicaFailure. It counts toward
+# application failover all the same, so a share that stays refused moves where the policy
+# lets it.
+MEMBER_WAITING = "Waiting"
+MEMBER_WAITING_REASONS = frozenset({
+    "ServiceAccountNotReady",  # the namespace's account (or the job's) is not made yet
+    "NamespaceNotReady",  # the namespace is being created or is terminating
+    "MemberQuotaFull",  # a ResourceQuota is full now; the pod fits within its hard limit
+    "MemberAdmissionUnavailable",  # an admission webhook cannot be called (failurePolicy Fail)
+})
 
 
 _RUNTIME = re.compile(r"([0-9]{1,12})([smhd]?)")

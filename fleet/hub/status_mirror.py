@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleet.api.protocol import reported_job_status
+from fleet.api.protocol import MEMBER_WAITING, REPLICA_FAILURE, reported_job_status
 from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
 from fleet.hub import queueing as q
@@ -127,17 +127,22 @@ def status_writes(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp:
     else:  # bound, and no member has said anything yet
         status = adapter.bound_status(current, clusters, "bound to " + ", ".join(clusters)
                                       + "; no member has reported the job yet", stamp)
-    failure = mf.replica_failure(works)
-    status = q.with_admitted(el.with_resized(mf.with_replica_failure(status, failure), job), job)
+    failure, wait = mf.replica_failure(works), mf.member_wait(works)
+    status = q.with_admitted(el.with_resized(mf.with_member_conditions(status, failure, wait),
+                                             job), job)
     status = reservations.with_condition(status, reservations.condition(works, stamp, current))
     status["clusters"] = clusters
     out: list[HubWrite] = []
     if differs(current, status):
         out.append(WriteStatus(job, status))
-    said = mf.current_failure(current)
+    said = mf.current(current, REPLICA_FAILURE)
     if failure is not None and said != (failure["reason"], failure["message"]):
         # once per new failure: the condition above is compared before it is written
         out.append(Say(job, failure["reason"], failure["message"], "Warning"))
+    said = mf.current(current, MEMBER_WAITING)
+    if wait is not None and (said or ("", ""))[0] != wait["reason"]:
+        # once per new cause (its message counts what the quota holds now: not a new one)
+        out.append(Say(job, wait["reason"], wait["message"], "Normal"))
     return out
 
 

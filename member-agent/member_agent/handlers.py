@@ -65,6 +65,13 @@ async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
         QUEUE.add(key)
 
 
+@kopf.on.event("", "v1", "serviceaccounts")
+async def on_service_account(*, type: str, body: kopf.Body, **_: Any) -> None:
+    # a job whose pods waited for it (a new namespace's default account) goes on at once
+    for key in STATE.stores.put_account(body, type == "DELETED"):
+        QUEUE.add(key)
+
+
 @kopf.on.event("apps", "v1", "deployments", labels={TENSORBOARD_FOR: kopf.PRESENT})
 async def on_tensorboard(*, type: str, body: kopf.Body, **_: Any) -> None:
     key = STATE.stores.put_board(body, type == "DELETED")

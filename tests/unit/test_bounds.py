@@ -9,6 +9,7 @@ import copy
 import logging
 import re
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -24,8 +25,8 @@ from fleet.hub.quota_views import quota_node
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob
 from member_agent.controllers.kind import Observed
-from member_agent.controllers.reconcile import INVALID, check, decide
-from member_agent.controllers.runtime import KINDS, JobController, Stores
+from member_agent.controllers.reconcile import INVALID, Decision, check, decide
+from member_agent.controllers.runtime import KINDS, JobController, PodsRefused, Stores
 from propagation.jobkey import JobKey, kind_key
 from quota import validation
 from quota.validation import validate_tree
@@ -363,6 +364,8 @@ def test_pods_refused_while_their_job_is_deleted_are_not_reported(
         controller.kube = cast(Any, Member(current))
         controller.events = cast(Any, Events())
         controller.stores = Stores()
+        controller.stores.put_account({"metadata": {"namespace": "ns", "name": "default"}},
+                                      deleted=False)
         controller._creators = ThreadPoolExecutor(1)
         controller.take_slot = lambda job, slot: None
         with caplog.at_level(logging.WARNING):
@@ -378,6 +381,40 @@ def test_pods_refused_while_their_job_is_deleted_are_not_reported(
                 assert cause is None
                 assert not controller.events.said
         assert not caplog.records
+
+
+def test_pods_wait_for_their_service_account_and_go_when_it_comes() -> None:
+    """A new namespace's default ServiceAccount comes a moment after the namespace: the
+    controller creates no pod before it (the member would refuse it), says the job waits,
+    and the account's arrival wakes the job."""
+    created: list[str] = []
+
+    class Member:
+        def create(self, resource: object, body: dict[str, Any]) -> None:
+            created.append(body["metadata"]["name"])
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": {}}
+    pod = {"metadata": {"name": "j-master-0", "namespace": "ns", "labels": {}},
+           "spec": {"serviceAccountName": "trainer"}}
+    key = JobKey("PyTorchJob.kubeflow.org/ns/j")
+    controller = JobController.__new__(JobController)
+    controller.kube = cast(Any, Member())
+    controller.stores = Stores()
+    controller._creators = ThreadPoolExecutor(1)
+    controller.take_slot = lambda job, slot: None
+    with pytest.raises(PodsRefused) as refused:
+        controller._carry_out(key, KINDS[key.kind_key], job, Decision(create=(dict(pod),)))
+    assert refused.value.passing
+    assert created == []
+    refusal = controller.stores.refusal(key)
+    assert refusal is not None
+    assert (refusal.pod, refusal.reason, refusal.passing) == (
+        "j-master-0", "ServiceAccountNotReady", True)
+    assert controller.stores.put_account({"metadata": {"namespace": "ns", "name": "default"}},
+                                         deleted=False) == []  # not the one it waits for
+    assert controller.stores.put_account({"metadata": {"namespace": "ns", "name": "trainer"}},
+                                         deleted=False) == [key]
 
 
 def test_fired_requeue_timers_are_forgotten() -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.api.protocol import RUN_VARIANT
+from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_VARIANT
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -34,7 +34,7 @@ from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.reconcile import Decision, check, decide, invalid
 from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
 from member_agent.controllers.t9k_mpi import T9K_MPI
-from member_agent.member_failures import Refusal, refusal_reason
+from member_agent.member_failures import Refusal, classify
 from propagation.jobkey import JobKey, kind_key
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,19 @@ log = logging.getLogger(__name__)
 class PodsRefused(Exception):
     """The member refused pods of a job (its quota, an admission policy, a ServiceAccount
     not made yet): recorded as a FailedCreatePod event and on the job's Work, retried with
-    backoff, never logged as the agent's own failure."""
+    backoff, never logged as the agent's own failure. ``passing``: for a cause the member
+    lifts by itself, whose retries back off no further than ``PASSING_RETRY_SECONDS``."""
+
+    def __init__(self, message: object, *, passing: bool) -> None:
+        super().__init__(message)
+        self.passing = passing
+
+
+# A job waiting for a passing cause (a full quota draining, a webhook coming back) is tried
+# at least this often: the member says nothing when the cause passes.
+PASSING_RETRY_SECONDS = 30.0
+
+
 Body = dict[str, Any]
 COMPONENT = "fleet-agent"
 
@@ -75,6 +87,9 @@ class Stores:
     # the member's last refusal of a job's pod, until a reconcile creates its pods (read by
     # the Work status reporter into the Work's health)
     refusals: dict[JobKey, Refusal] = field(default_factory=dict)
+    # the member's ServiceAccounts (namespace, name), and the jobs whose pods wait for one
+    accounts: set[tuple[str, str]] = field(default_factory=set)
+    awaiting: dict[tuple[str, str], set[JobKey]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # told of every change to a job, its pods or its refusal (the Work status reporter)
     listeners: list[Callable[[JobKey], None]] = field(default_factory=list)
@@ -88,6 +103,10 @@ class Stores:
             if body is None:
                 self.jobs.pop(key, None)
                 self.refusals.pop(key, None)
+                for account in [a for a, keys in self.awaiting.items() if key in keys]:
+                    self.awaiting[account].discard(key)
+                    if not self.awaiting[account]:
+                        del self.awaiting[account]
             else:
                 self.jobs[key] = copy.deepcopy(dict(body))
         self._changed(key)
@@ -125,6 +144,26 @@ class Stores:
                 self.refusals[key] = refusal
         if before != refusal:
             self._changed(key)
+
+    def put_account(self, body: Mapping[str, Any], deleted: bool) -> list[JobKey]:
+        """Record a ServiceAccount; the jobs that waited for it, to reconcile now."""
+        meta = body["metadata"]
+        account = (str(meta["namespace"]), str(meta["name"]))
+        with self.lock:
+            if deleted:
+                self.accounts.discard(account)
+                return []
+            self.accounts.add(account)
+            return sorted(self.awaiting.pop(account, ()))
+
+    def has_account(self, namespace: str, name: str) -> bool:
+        with self.lock:
+            return (namespace, name) in self.accounts
+
+    def await_account(self, namespace: str, name: str, key: JobKey) -> None:
+        with self.lock:
+            if (namespace, name) not in self.accounts:
+                self.awaiting.setdefault((namespace, name), set()).add(key)
 
     def refusal(self, key: JobKey) -> Refusal | None:
         with self.lock:
@@ -274,7 +313,9 @@ class JobController:
             except errors.Conflict:
                 self.queue.add(key)  # read again and retry
             except PodsRefused as exc:  # told on the job and its Work already: retried
-                self.requeue_after(key, self._failed(key, exc, told=True))
+                delay = self._failed(key, exc, told=True)
+                self.requeue_after(key, min(delay, PASSING_RETRY_SECONDS) if exc.passing
+                                   else delay)
             except errors.NotFound as exc:  # mostly a job deleted during its reconcile,
                 # whose deletion event is on its way: said only if it happens again
                 self.requeue_after(key, self._failed(key, exc, quiet=True))
@@ -363,6 +404,15 @@ class JobController:
             self.kube.delete(r.PODS, name, namespace)
         # Pods before Services, as the Kubeflow operators do (a pod's peers resolve its
         # Service name only once they run), and a job's pods at once, not one by one.
+        missing = self._missing_account(namespace, decision)
+        if missing is not None:  # woken by the account's watch (and retried meanwhile)
+            waiting, account = missing
+            self.stores.await_account(namespace, account, key)
+            refusal = Refusal(waiting, "ServiceAccountNotReady",
+                              f'serviceaccount "{account}" does not exist in {namespace} yet; '
+                              "the pods are created once it does")
+            self.stores.set_refusal(key, refusal)
+            raise PodsRefused(refusal.message, passing=True)
         for pod in decision.create:
             self._pin(kind, job, pod)
         failures = [f for f in self._creators.map(self._create_pod, decision.create) if f]
@@ -375,11 +425,14 @@ class JobController:
         for exc, pod in failures:  # e.g. a quota or admission refusal on the member
             self.events.record(job, "FailedCreatePod", f"pod {pod['metadata']['name']}: {exc}",
                                type="Warning")
-        self.stores.set_refusal(key, Refusal(failures[0][1]["metadata"]["name"],
-                                             failures[0][0].status, failures[0][0].message)
-                                if failures else None)
-        refused = [exc for exc, _ in failures if refusal_reason(exc.status, exc.message)
-                   == "Invalid"]  # a bad request, not a member's admission policy
+        causes = [(classify(exc.status, exc.message), exc, pod) for exc, pod in failures]
+        # the pod whose cause is the job's or the member's configuration first: it is what
+        # the hub must show, while a passing one beside it only says the job waits
+        shown = sorted(((cause, exc, pod) for cause, exc, pod in causes if cause is not None),
+                       key=lambda item: item[0] in MEMBER_WAITING_REASONS)
+        self.stores.set_refusal(key, Refusal(shown[0][2]["metadata"]["name"], shown[0][0],
+                                             shown[0][1].message) if shown else None)
+        refused = [exc for cause, exc, _ in causes if cause == "Invalid"]
         if refused and not kind.finished(job.get("status") or {}):
             # The member's API server refuses the pod as written: the template is malformed
             # (a field only the Pod schema checks), so retrying cannot help. (A member's own
@@ -391,7 +444,8 @@ class JobController:
                 f"has a pod template the member refuses ({text})"))
             return
         if failures:
-            raise PodsRefused(failures[0][0])
+            raise PodsRefused(failures[0][0], passing=all(
+                cause in MEMBER_WAITING_REASONS for cause, _, _ in causes))
         for service in decision.services:
             self._ensure(r.SERVICES, service, job)
         if decision.status is not None:
@@ -406,6 +460,20 @@ class JobController:
             self.kube.delete(kind.resource, key.name, key.namespace, uid=job["metadata"]["uid"])
         elif decision.requeue_after is not None:
             self.requeue_after(key, decision.requeue_after)
+
+    def _missing_account(self, namespace: str, decision: Decision) -> tuple[str, str] | None:
+        """(pod, account) of a pod to create whose ServiceAccount the member does not have
+        yet (kube-controller-manager makes a new namespace's ``default`` a moment after it):
+        the member would refuse the pod. Accounts the job brings itself are applied above."""
+        brought = {body["metadata"]["name"] for resource, body in decision.objects
+                   if resource == r.SERVICEACCOUNTS}
+        for pod in decision.create:
+            spec = pod.get("spec") or {}
+            account = str(spec.get("serviceAccountName") or spec.get("serviceAccount")
+                          or "default")
+            if account not in brought and not self.stores.has_account(namespace, account):
+                return str(pod["metadata"]["name"]), account
+        return None
 
     def _deleted(self, kind: JobKind, job: Mapping[str, Any]) -> bool:
         """Whether ``job`` is gone or going on the member now (the stores may lag)."""
