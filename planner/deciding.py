@@ -266,13 +266,19 @@ def _waits(state: _Pass, left: Waiting, jobs: Sequence[JobView], carried: Waitin
             say(job, state.said[joined])
     leaves = _leaf_keys(admission)
     names = _queue_names(admission)
-    placed = []
-    for name, (known, why) in sorted(out.items()):
+    queued: dict[str, tuple[JobView, str]] = {}  # job key -> (its view, its leaf)
+    for name, (known, _) in out.items():
         found = known or state.decided.get(name)
         leaf = leaves.get(found.namespace) if found is not None and found.quota else None
         if found is not None and leaf is not None and left.of.get(found.uid) is not None:
+            queued[name] = (found, leaf)
+    places = left.positions((found for found, _ in queued.values()), leaves)
+    placed = []
+    for name, (_, why) in sorted(out.items()):
+        if name in queued:
+            found, leaf = queued[name]
             placed.append(Wait(why.job, why.reason, why.message, names[leaf],
-                               left.position(found, leaves)))
+                               places[found.uid]))
         else:
             placed.append(why)
     return placed

@@ -9,6 +9,7 @@ decisions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -209,7 +210,7 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
     filtered = filter_clusters(clusters, rules.affinity, rules.tolerations)
     rejected = [f"{name}: {why}" for name, why in filtered.rejected]
     if not filtered.eligible:
-        detail = f" ({'; '.join(rejected)})" if rejected else ""
+        detail = f" ({said(rejected)})" if rejected else ""
         return Decision((), f"no eligible cluster{detail}")
     replicas = expand(job.roles)
     if rules.scheduling_type is SchedulingType.DUPLICATED:
@@ -261,7 +262,7 @@ def divide(job: JobDemand, clusters: Sequence[ClusterView], rules: PlacementRule
                  for c, packing in unfit]
     if rules.max_clusters > 1 and rules.gang:
         rejected.append(f"no split over at most {rules.max_clusters} clusters fits")
-    return Decision((), "; ".join(rejected))
+    return Decision((), said(rejected))
 
 
 def _split(job: JobDemand, replicas: list[Replica], clusters: Sequence[ClusterView],
@@ -297,7 +298,7 @@ def _duplicate(job: JobDemand, replicas: list[Replica], clusters: Sequence[Clust
         share = _share(job, cluster.name, packing.placed, {}, packing)
         shares.append(replace(share, copy=True))
     if not shares:
-        return Decision((), "; ".join(rejected))
+        return Decision((), said(rejected))
     return Decision(tuple(shares), f"duplicated to {len(shares)} clusters")
 
 
@@ -320,7 +321,7 @@ def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: Pl
         if split is None:
             rejected.append(f"{role.name}: {role.replicas} replicas do not fit the eligible "
                             "clusters")
-            return Decision((), "; ".join(rejected))
+            return Decision((), said(rejected))
         for name, count in split.items():
             if count:
                 counts[name][role.name] = count
@@ -335,7 +336,7 @@ def _divide_by_weight(job: JobDemand, clusters: Sequence[ClusterView], rules: Pl
         packing = _pack(cluster, expand(sub.roles), rules.fit_mode, job.topology)
         if packing.unplaced:
             rejected.append(_explain(sub, cluster, packing, rules.fit_mode))
-            return Decision((), "; ".join(rejected))
+            return Decision((), said(rejected))
         shares.append(_share(job, cluster.name, packing.placed, offsets, packing))
     return Decision(tuple(shares), f"divided over {len(shares)} clusters")
 
@@ -408,3 +409,23 @@ def taken(cluster: ClusterView, share: ClusterShare,
     for role, count in share.replicas:
         cluster = with_assumed(cluster, [requests[role]] * count, share.domains_of(role))
     return cluster
+
+
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+MAX_NAMED = 8  # clusters' reasons said one by one; past it, alike reasons are counted
+
+
+def said(reasons: Sequence[str]) -> str:
+    """Clusters' reasons ("member1: short of 4 GPUs in total") joined. Past ``MAX_NAMED``,
+    reasons alike but for their numbers are said once, with how many more clusters gave
+    them (as kube-scheduler says "0/100 nodes are available: 60 Insufficient
+    nvidia.com/gpu"): a job waiting at a hundred members is told why in a line, not a page."""
+    if len(reasons) <= MAX_NAMED:
+        return "; ".join(reasons)
+    alike: dict[str, list[str]] = {}
+    for reason in reasons:
+        _, colon, why = reason.partition(": ")
+        alike.setdefault(_NUMBER.sub("#", why if colon else reason), []).append(reason)
+    return "; ".join(
+        group[0] if len(group) == 1 else f"{group[0]} (and {len(group) - 1} more alike)"
+        for group in sorted(alike.values(), key=lambda g: (-len(g), g[0])))

@@ -76,6 +76,27 @@ def stage_of(job: Mapping[str, Any]) -> Stage:
         else Stage.WAITING
 
 
+def built_from(job: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a job's view is built from, as a key: its spec (by its generation), its
+    metadata and whether it finished, not the rest of its status. A status the hub writes
+    itself (why the job waits, where it runs) does not make its view be built again: after
+    a change that tells ten thousand waiting jobs a new reason, the next pass would
+    otherwise parse every one of them again. (Without a generation: its version.)"""
+    meta = job["metadata"]
+    generation = meta.get("generation")
+    if generation is None:
+        return (meta.get("resourceVersion", ""),)
+    status = job.get("status") or {}
+    return (generation, _items(meta.get("annotations")), _items(meta.get("labels")),
+            tuple(meta.get("finalizers") or ()), meta.get("deletionTimestamp"),
+            adapter_for(job["apiVersion"], job["kind"]).finished(status),
+            status.get("completionTime"))
+
+
+def _items(mapping: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(mapping.items())) if mapping else ()
+
+
 def retry_at(annotations: Mapping[str, Any]) -> float | None:
     """When a job whose reservation was rolled back may be placed again (None: any time)."""
     try:
@@ -196,10 +217,10 @@ class JobViews:
 
     def view(self, job: Body, snap: Snapshot, context: Context) -> JobView:
         """The job's view as the last pass built it while nothing it is built from changed
-        (its resourceVersion, its Works', the context); else built anew."""
+        (the job but its status, its Works', the context); else built anew."""
         meta = job["metadata"]
         uid = meta["uid"]
-        versions = (meta.get("resourceVersion", ""), context.versions,
+        versions = (built_from(job), context.versions,
                     tuple(wk["metadata"].get("resourceVersion") for wk in snap.works_of(uid)),
                     tuple(wk["metadata"].get("resourceVersion") for wk in snap.evicting_of(uid)))
         known = self._views.get(uid)

@@ -187,3 +187,15 @@ def test_divided_without_gang_by_available_replicas_and_aggregated() -> None:
     assert shares(divide(job, clusters, dynamic)) == {"m1": {"Worker": 2}, "m2": {"Worker": 6}}
     aggregated = PlacementRules(gang=False, preference=DivisionPreference.AGGREGATED)
     assert shares(divide(job, clusters, aggregated)) == {"m2": {"Worker": 8}}
+
+
+def test_reasons_from_many_clusters_are_counted_not_listed() -> None:
+    from propagation.division import said
+    few = [f"m{i}: not ready" for i in range(3)]
+    assert said(few) == "m0: not ready; m1: not ready; m2: not ready"
+    many = [f"m{i:02d}: agent heartbeat {100 + i}s old" for i in range(60)] + [
+        f"g{i}: short of {i} GPUs in total" for i in range(3)] + ["x: taint a=b not tolerated"]
+    text = said(many)
+    assert text == ("m00: agent heartbeat 100s old (and 59 more alike); "
+                    "g0: short of 0 GPUs in total (and 2 more alike); "
+                    "x: taint a=b not tolerated")
