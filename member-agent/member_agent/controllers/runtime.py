@@ -402,8 +402,6 @@ class JobController:
             self._apply(resource, body, job)
         for name in decision.delete:
             self.kube.delete(r.PODS, name, namespace)
-        # Pods before Services, as the Kubeflow operators do (a pod's peers resolve its
-        # Service name only once they run), and a job's pods at once, not one by one.
         missing = self._missing_account(namespace, decision)
         if missing is not None:  # woken by the account's watch (and retried meanwhile)
             waiting, account = missing
@@ -413,6 +411,8 @@ class JobController:
                               "the pods are created once it does")
             self.stores.set_refusal(key, refusal)
             raise PodsRefused(refusal.message, passing=True)
+        # Pods before Services, as the Kubeflow operators do (a pod's peers resolve its
+        # Service name only once they run), and a job's pods at once, not one by one.
         for pod in decision.create:
             self._pin(kind, job, pod)
         failures = [f for f in self._creators.map(self._create_pod, decision.create) if f]
