@@ -47,6 +47,12 @@ def fleet2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
         yield local
 
 
+def conditions_of(hub: Kube, job: Body, kind: str) -> list[Body]:
+    status = hub_job(hub, job).get("status") or {}
+    return [c for c in status.get("conditions") or []
+            if c.get("type") == kind and c.get("status") == "True"]
+
+
 def namespace_with_failover(hub: Kube, namespace: str, toleration: int) -> None:
     if hub.get_or_none(r.NAMESPACES, namespace) is None:
         hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -197,12 +203,8 @@ def test_a_member_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> None:
     cluster = placed_on(hub, job)
     created = time.monotonic()
 
-    def refused() -> Body | None:
-        status = hub_job(hub, job).get("status") or {}
-        return next((c for c in status.get("conditions") or []
-                     if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
-
-    condition = eventually(refused, timeout=60, what="a ReplicaFailure condition on the hub")
+    condition = eventually(lambda: conditions_of(hub, job, "ReplicaFailure"), timeout=60,
+                           what="a ReplicaFailure condition on the hub")[0]
     print(f"refusal on the hub {time.monotonic() - created:.1f}s after the job was created: "
           f"{condition}")
     assert condition["reason"] == "AdmissionDenied"
@@ -235,12 +237,8 @@ def test_a_member_quota_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> 
     job = hub.create(r.PYTORCHJOBS, seed_pytorchjob("over", "member-quota", run_for="8760h"))
     cluster = placed_on(hub, job)
 
-    def refused() -> Body | None:
-        status = hub_job(hub, job).get("status") or {}
-        return next((c for c in status.get("conditions") or []
-                     if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
-
-    condition = eventually(refused, timeout=60, what="a ReplicaFailure condition on the hub")
+    condition = eventually(lambda: conditions_of(hub, job, "ReplicaFailure"), timeout=60,
+                           what="a ReplicaFailure condition on the hub")[0]
     assert condition["reason"] == "MemberQuotaExceeded"
     assert condition["message"].startswith(f"{cluster}: ")
     assert "exceeded quota" in condition["message"]
@@ -250,12 +248,6 @@ def test_a_member_quota_refusing_pods_says_so_on_the_hub(fleet2: LocalFleet) -> 
     time.sleep(3)  # the refusal goes on (the member controller retries): said once all the same
     assert len(events(hub, job, "MemberQuotaExceeded")) == 1
     hub.delete(r.PYTORCHJOBS, "over", "member-quota")
-
-
-def conditions_of(hub: Kube, job: Body, kind: str) -> list[Body]:
-    status = hub_job(hub, job).get("status") or {}
-    return [c for c in status.get("conditions") or []
-            if c.get("type") == kind and c.get("status") == "True"]
 
 
 def test_a_namespace_whose_account_comes_late_waits_then_runs(fleet2: LocalFleet) -> None:
