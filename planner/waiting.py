@@ -165,14 +165,10 @@ class Waiting:
         return Waiting(kept, of, parked, self.capacity,
                        {k: w for k, w in self.said.items() if k in kept})
 
-    def position(self, job: JobView, leaf_of: Mapping[str, str]) -> int:
-        """``job``'s place among the waiting jobs of its quota leaf (``leaf_of``: a
-        namespace's leaf), 1 for the first."""
-        return self.positions([job], leaf_of)[job.uid]
-
     def positions(self, jobs: Iterable[JobView], leaf_of: Mapping[str, str]
                   ) -> dict[str, int]:
-        """Each of ``jobs``' place in its quota leaf (by uid), its leaf's classes gathered
+        """Each of ``jobs``' place among the waiting jobs of its quota leaf (``leaf_of``: a
+        namespace's leaf), 1 for the first, by uid; its leaf's classes gathered
         once for all of them: a change that tells ten thousand jobs a new reason asks for
         ten thousand places."""
         orders: dict[str | None, list[list[tuple[int, str, str]]]] = {}

@@ -213,9 +213,9 @@ class LocalFleet:
         for node in nodes:
             # Every kubelet binds the same device-plugin socket whatever its root dir, clearing
             # the folder first: two starting at once race ("address already in use").
-            before = _inode(realnode.DEVICE_PLUGIN_SOCKET)
+            before = _file_at(realnode.DEVICE_PLUGIN_SOCKET)
             self._spawn(f"{node.net.cluster}-kubelet", node.kubelet_argv(), {})
-            _await_new_inode(realnode.DEVICE_PLUGIN_SOCKET, before, timeout=30)
+            _await_new_file(realnode.DEVICE_PLUGIN_SOCKET, before, timeout=30)
             self._spawn(f"{node.net.cluster}-kube-proxy", node.kube_proxy_argv(), {})
         for node in nodes:
             pods.wait_node_ready(self.client(node.net.cluster), node.net.node_name,
@@ -721,7 +721,7 @@ def _terminate(pid: int, sig: int, timeout: float = 10) -> None:
         pass
 
 
-def _inode(path: Path) -> tuple[int, int] | None:
+def _file_at(path: Path) -> tuple[int, int] | None:
     """Which file sits at ``path`` (a number alone may be reused by the next file made)."""
     try:
         stat = path.stat()
@@ -730,12 +730,12 @@ def _inode(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_ctime_ns
 
 
-def _await_new_inode(path: Path, before: tuple[int, int] | None, timeout: float) -> None:
+def _await_new_file(path: Path, before: tuple[int, int] | None, timeout: float) -> None:
     """Until a starting process has bound ``path`` afresh (or ``timeout`` passes: a kubelet
     that never binds it is found out by its node never becoming Ready)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        now = _inode(path)
+        now = _file_at(path)
         if now is not None and now != before:
             return
         time.sleep(0.1)

@@ -53,21 +53,26 @@ class Health:
 
 
 # A refusal's cause, from the member API server's status code and its message (as sent and
-# in lower case). Rows are tried in order; the first that matches names the cause. Passing
+# in lower case). Rows are tried in order; the first that matches names the cause (None: no
+# refusal, retried as it is, nothing to report). Passing
 # causes (MEMBER_WAITING_REASONS) are ones the member lifts by itself: the job controller
 # retries them with its backoff and the hub shows them as a wait. The others come from the
 # job's or the member's configuration: the hub shows them as a ReplicaFailure at once (the
 # controller still retries them, with the same backoff, in case the member is changed).
 Matcher = Callable[[int, str, str], bool]
-CAUSES: tuple[tuple[str, Matcher], ...] = (
+CAUSES: tuple[tuple[str | None, Matcher], ...] = (
+    # an admission webhook that cannot be reached (failurePolicy Fail) refuses everything:
+    # a server error, and the one a member lifts by itself that is worth telling
+    ("MemberAdmissionUnavailable", lambda status, text, low: "failed calling webhook" in low),
+    # conflicts (a quota's usage written by two pod creations at once), throttling, server
+    # errors and timeouts, whatever their message names
+    (None, lambda status, text, low: status in (0, 409, 429) or status >= 500),
     # a namespace just made, whose account kube-controller-manager has not made yet
     ("ServiceAccountNotReady", lambda status, text, low: "error looking up service account"
      in low or (status == 404 and low.startswith("serviceaccounts "))),
     # the namespace is going (a copy removed and applied again) or not there yet
     ("NamespaceNotReady", lambda status, text, low: "because it is being terminated" in low
      or (status == 404 and low.startswith("namespaces "))),
-    # an admission webhook that cannot be reached (failurePolicy Fail) refuses everything
-    ("MemberAdmissionUnavailable", lambda status, text, low: "failed calling webhook" in low),
     ("PriorityClassNotFound", lambda status, text, low: "priorityclass" in low),
     # a quota full now, with room for the pod once its other users finish
     ("MemberQuotaFull", lambda status, text, low: "exceeded quota" in low
@@ -89,8 +94,6 @@ def classify(status: int, message: str) -> str | None:
     for reason, matches in CAUSES:
         if matches(status, message, low):
             return reason
-    if status in (0, 409, 429) or status >= 500:
-        return None
     return "PodCreateRefused"
 
 

@@ -430,8 +430,9 @@ class JobController:
         # the hub must show, while a passing one beside it only says the job waits
         shown = sorted(((cause, exc, pod) for cause, exc, pod in causes if cause is not None),
                        key=lambda item: item[0] in MEMBER_WAITING_REASONS)
-        self.stores.set_refusal(key, Refusal(shown[0][2]["metadata"]["name"], shown[0][0],
-                                             shown[0][1].message) if shown else None)
+        told = Refusal(shown[0][2]["metadata"]["name"], shown[0][0],
+                       shown[0][1].message) if shown else None
+        self.stores.set_refusal(key, told)
         refused = [exc for cause, exc, _ in causes if cause == "Invalid"]
         if refused and not kind.finished(job.get("status") or {}):
             # The member's API server refuses the pod as written: the template is malformed
@@ -444,8 +445,7 @@ class JobController:
                 f"has a pod template the member refuses ({text})"))
             return
         if failures:
-            raise PodsRefused(failures[0][0], passing=all(
-                cause in MEMBER_WAITING_REASONS for cause, _, _ in causes))
+            raise PodsRefused(failures[0][0], passing=told is not None and told.passing)
         for service in decision.services:
             self._ensure(r.SERVICES, service, job)
         if decision.status is not None:
