@@ -249,11 +249,11 @@ def scale_hub(members: int = 100, nodes: int = 200, jobs: int = 10_000,
 
 
 def settle(scheduler: Scheduler, timeout: float = 60.0) -> None:
-    """Wait until the writer's background binds and events are written (the next pass sees
-    them; the writes are counted)."""
+    """Wait until the writer's background binds, statuses and events are written (the next
+    pass sees them; the writes are counted)."""
     deadline = time.monotonic() + timeout
     events = scheduler.writer.dispatcher.events
-    while (scheduler.writer.inflight() or not events.drained()) \
+    while (scheduler.writer.inflight() or scheduler.writer.writing() or not events.drained()) \
             and time.monotonic() < deadline:
         time.sleep(0.005)
 

@@ -163,7 +163,7 @@ class Cache:
         key = self.key(item)
         with self._lock:
             old = self._stores[store].get(key)
-            if old is not None and _rv(old) > _rv(item):
+            if old is not None and resource_version(old) > resource_version(item):
                 return  # our own write already came back newer than this watch event
             self._stores[store][key] = item
             if store == JOBS:
@@ -248,6 +248,11 @@ class Cache:
         with self._lock:
             self._dirty.jobs |= jobs
 
+    def snapshot_job(self, key: Key) -> Body | None:
+        """One job as the cache has it now."""
+        with self._lock:
+            return self._stores[JOBS].get(key)
+
     def snapshot(self) -> Snapshot:
         with self._lock:
             copies = {name: dict(store) for name, store in self._stores.items()}
@@ -291,7 +296,8 @@ def compact(value: Any) -> Any:
     return value
 
 
-def _rv(body: Mapping[str, Any]) -> int:
+def resource_version(body: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number (etcd's revisions; 0 when none)."""
     try:
         return int(body.get("metadata", {}).get("resourceVersion", 0))
     except (TypeError, ValueError):

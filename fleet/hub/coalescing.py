@@ -4,12 +4,14 @@ Every pass says why each unplaced job waits and where it stands in its queue. Wr
 a queue of thousands rewrites every job's status on every pass: each admission moves every
 job behind it up one place, and each changes the usage a QuotaExceeded message quotes. At
 10,000 pending jobs that was most of the hub's writes and, since the pass writes them, most
-of its pass time. So a waiting status is rewritten when what it says changes in kind (its
-reason, its queue, its message other than the numbers in it), at once for the first
-:data:`EXACT_POSITIONS` places of a queue (where a user waits for a job to start), and further
-back only when the position shown is off by half or more: a job moves from place 5,000 to
-the head in about a dozen writes, and the message's numbers are refreshed with them (a job
-in no queue: when its message changes in kind).
+of its pass time. So a waiting status is rewritten when its reason or its queue changes; at
+the head of its queue (the first :data:`EXACT_POSITIONS` places, where a user waits for a job
+to start) when its place or its message other than the numbers in it changes; further back
+only when the position shown is off by half or more, the message refreshed with it: a job
+moves from place 5,000 to the head in about a dozen writes. Behind the head a message that
+changes in kind alone (which quota binds, which job a paused borrowing waits for) waits for
+the next of those writes: under contention it flips from pass to pass, and cost a write a
+pass for every job behind. A job in no queue is rewritten when its message changes in kind.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-EXACT_POSITIONS = 3  # a queue's head: shown exactly, message and all
+EXACT_POSITIONS = 1  # a queue's head: shown exactly, message and all
 _DIGITS = re.compile(r"\d+")
 
 
@@ -33,13 +35,11 @@ def needs_write(shown: Mapping[str, object], wanted: Mapping[str, object]) -> bo
     if set(shown) != set(wanted) or any(shown.get(k) != wanted.get(k)
                                         for k in ("reason", "name")):
         return True
-    if _kind(shown.get("message")) != _kind(wanted.get("message")):
-        return True
     old, new = _position(shown), _position(wanted)
-    if not new:
-        return False  # in no queue: only its numbers changed
-    if min(old, new) <= EXACT_POSITIONS:
-        return True  # the head, exactly (a moved position or a changed number)
+    if not new:  # in no queue: its message is all it says
+        return _kind(shown.get("message")) != _kind(wanted.get("message"))
+    if min(old, new) <= EXACT_POSITIONS:  # the head: its place and message exactly
+        return old != new or _kind(shown.get("message")) != _kind(wanted.get("message"))
     return max(old, new) >= 2 * min(old, new)
 
 

@@ -121,7 +121,10 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     metrics.ready_when("caches-synced", SYNC.synced)  # before /readyz is served at all
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
-    kube = Kube(os.environ.get("KUBECONFIG"), pool=32)
+    # a connection for each writer thread (binds, statuses), the reporter, events, the
+    # elector and the webhook's lookups: a full pool drops connections, and each new one is a
+    # TLS handshake
+    kube = Kube(os.environ.get("KUBECONFIG"), pool=48)
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
     elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -98,6 +99,8 @@ class Scheduler:
         self.reporting = Reporting(self.dispatcher, self.writer.submit)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
+        # Mirrors written off the pass: (job, the versions mirrored, settled, the writes).
+        self._mirroring: list[tuple[JobView, tuple[object, ...], bool, Future[None]]] = []
         self.collector = Collector()
 
     def run(self, stop: threading.Event) -> None:
@@ -109,7 +112,9 @@ class Scheduler:
             if leading != led:
                 self.forget()
                 led = leading
+            took = 0.0
             if leading:
+                started = time.monotonic()
                 try:
                     with metrics.SCHEDULING_PASS_SECONDS.time():
                         self.pass_once()
@@ -117,9 +122,13 @@ class Scheduler:
                     log.info("pass stopped: this replica no longer leads")
                 except Exception:  # a bug in one pass must not stop the hub
                     log.exception("scheduling pass failed")
-            # Let events gather for a moment: a pass costs the same for one change as for a
-            # hundred, and under a burst they arrive a few hundred a second.
-            stop.wait(self.settings.pass_gap_seconds)
+                took = time.monotonic() - started
+            # Let events gather: a pass costs the same for one change as for a hundred, and
+            # under a burst they arrive a few hundred a second. At least as long as the pass
+            # took: its writes are off the pass, and passes back to back (a change always
+            # comes while one runs) held the interpreter from the watches and writers that
+            # bring the next pass its changes.
+            stop.wait(max(self.settings.pass_gap_seconds, took))
             self.cache.wait_for_change(self.settings.resync_seconds)
 
     # -- one pass -----------------------------------------------------------------------
@@ -260,15 +269,17 @@ class Scheduler:
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes
         into their Works (:mod:`fleet.hub.status_mirror` says what to write; the writer
-        writes it). Each job's writes are its own objects': they go side by side, all done
-        before the pass goes on (one after another, the jobs reporting Running at 20 a
-        second held the pass, and every decision behind it, for seconds)."""
+        writes it). Each job's writes go off the pass, side by side with other jobs' (the
+        pass waiting for them took seconds once the API server was busy, and held every
+        decision behind it); a job whose writes have not landed is left to a later pass."""
+        self.mirrors_landed(view.now)
         stamp = now_text()
-        started = []
         for job_view in view.jobs:
-            if job_view.stage is not Stage.BOUND:
+            if job_view.stage is not Stage.BOUND or self.writer.writing_to(job_view.uid):
                 continue
             job = ctx.looked[job_view.key]
+            if self.writer.outdated(job):
+                continue  # a write of ours landed since the snapshot: the next pass sees it
             works = ctx.snap.works_of(job_view.uid)
             # What the mirror reads: unchanged since it last ran without error, it would
             # find nothing to write (a job looked at for its timer, say).
@@ -278,22 +289,38 @@ class Scheduler:
                 continue
             mirrored = mirror(job, adapter_for(job["apiVersion"], job["kind"]), works, stamp,
                               ctx.now)
-            started.append((job_view, versions, mirrored.settled,
-                            self.writer.side_by_side(self.writer.carry_out, mirrored.writes)))
-        for job_view, versions, settled, running in started:
+            if not mirrored.writes:
+                self.mirrored(job_view.uid, versions, mirrored.settled, view.now)
+                continue
+            self._mirroring.append((job_view, versions, mirrored.settled, self.writer.off_pass(
+                job, self.writer.carry_out, mirrored.writes)))
+
+    def mirrors_landed(self, now: float) -> None:
+        """What the writes of earlier passes' mirrors came to."""
+        going = []
+        for job_view, versions, settled, running in self._mirroring:
+            if not running.done():
+                going.append((job_view, versions, settled, running))
+                continue
             try:
                 running.result()
             except Exception as exc:
-                self.writer.failures.failed(job_view.key, "job skipped this pass", exc)
-                self.look_again(job_view.uid, view.now + RETRY_SECONDS)
+                self.writer.failures.failed(job_view.key, "job's mirror not written", exc)
+                self._mirrored.pop(job_view.uid, None)
+                self.look_again(job_view.uid, now + RETRY_SECONDS)
                 continue
-            self._mirrored.pop(job_view.uid, None)
-            if not settled:  # its first report is waited for a moment more
-                self.look_again(job_view.uid, view.now + RETRY_SECONDS)
-                continue
-            if len(self._mirrored) >= MAX_MIRRORED:
-                self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
-            self._mirrored[job_view.uid] = versions
+            self.mirrored(job_view.uid, versions, settled, now)
+        self._mirroring = going
+
+    def mirrored(self, uid: str, versions: tuple[object, ...], settled: bool, now: float
+                 ) -> None:
+        self._mirrored.pop(uid, None)
+        if not settled:  # its first report is waited for a moment more
+            self.look_again(uid, now + RETRY_SECONDS)
+            return
+        if len(self._mirrored) >= MAX_MIRRORED:
+            self._mirrored.pop(next(iter(self._mirrored)))  # the longest unchanged
+        self._mirrored[uid] = versions
 
 
 def observe_plan(plan: Plan, seconds: float) -> None:

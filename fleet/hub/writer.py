@@ -16,22 +16,22 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from fleet.clients.leases import NotLeading
 from fleet.hub import stages
 from fleet.hub.binder import Binder
-from fleet.hub.cache import Body, Cache, Snapshot
+from fleet.hub.cache import Body, Cache, Snapshot, resource_version
 from fleet.hub.dispatch import Dispatcher
 from fleet.hub.hub_writes import DeleteWork, HubWrite, ResizeWork, RewriteWork, Say, WriteStatus
 from fleet.hub.job_views import work_key
 from fleet.hub.moves import Moves
 from fleet.hub.telling import Telling
 from fleet.kinds import adapter_for
-from fleet.kinds.base import InvalidJob
+from fleet.kinds.base import InvalidJob, KindAdapter
 from planner.intents import (
     Bind,
     Commit,
@@ -56,6 +56,10 @@ from quota.engine import Holding
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
+# The moves a busy queue makes pass after pass (reclaims, priority preemptions), written off
+# the pass: written in it, a pass that preempted a few dozen jobs took seconds, and no job was
+# placed meanwhile. (The rarer moves, failover and resizes among them, stay in the pass.)
+OFF_PASS = (Requeue, Preempt, Unbind, RemoveWorks)
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,16 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
-        # The statuses of one pass (waits, and the members' reports mirrored), written side
-        # by side (each job's own object) and all of them before the pass goes on: a
-        # thousand in a row held a pass for seconds.
-        self._statuses = ThreadPoolExecutor(self.workers, thread_name_prefix="status")
+        # The statuses passes write, side by side and off the pass: a pass that waited for
+        # its statuses took seconds once the API server was busy, and every decision (a
+        # finished job's quota going to the next) waited with it. The members' reports
+        # mirrored (a finished job frees its quota) apart from the waiting statuses (most
+        # of the writes in a busy queue, coalesced, and the first to wait): neither waits
+        # behind the other, and binds have more writers than both.
+        self._statuses = ThreadPoolExecutor(self.workers // 2, thread_name_prefix="status")
+        self._waits = ThreadPoolExecutor(self.workers // 4, thread_name_prefix="wait")
+        # jobs (by uid) with a write off the pass under way, and that write
+        self._under_way: dict[str, Future[object]] = {}
         self.telling = Telling(self.cache, self.dispatcher)
         self.binder = Binder(self.cache, self.dispatcher, self.telling)
         self.moves = Moves(self.cache, self.dispatcher, self.telling, self.binder,
@@ -129,10 +139,74 @@ class Writer:
         """A write off the pass (the pass does not wait for it, nor see it fail)."""
         self._pool.submit(write, *args, **kwargs)
 
-    def side_by_side(self, write: Callable[P, T], *args: P.args, **kwargs: P.kwargs
-                     ) -> Future[T]:
-        """A write of the pass beside its others (the pass waits for its result)."""
-        return self._statuses.submit(write, *args, **kwargs)
+    # -- writes off the pass -------------------------------------------------------------
+    def writing(self) -> bool:
+        """Whether any write off the pass is under way."""
+        with self._lock:
+            return bool(self._under_way)
+
+    def writing_to(self, uid: str) -> bool:
+        """Whether a write of an earlier pass to the job (by uid) is under way."""
+        with self._lock:
+            return uid in self._under_way
+
+    def off_pass(self, job: Body, write: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+                 ) -> Future[T]:
+        """A write of ``job``'s statuses from its members' reports, which the pass does not
+        wait for (:meth:`_off_pass`)."""
+        return self._off_pass(self._statuses, [job], write, *args, **kwargs)
+
+    def _off_pass(self, pool: ThreadPoolExecutor, jobs: Sequence[Body], write: Callable[P, T],
+                  *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """``write`` to ``jobs`` on ``pool``, which the pass does not wait for. Until it
+        lands no pass writes to them again (:meth:`writing_to`); then they are looked at
+        again: what it wrote is in the cache (or comes by the watch), or, if it failed, the
+        next pass decides anew."""
+        uids = [str(job["metadata"].get("uid", "")) for job in jobs]
+        keys = {Cache.key(job) for job in jobs}
+
+        def landed(done: Future[T]) -> None:
+            with self._lock:
+                for uid in uids:
+                    if self._under_way.get(uid) is done:
+                        del self._under_way[uid]
+            self.cache.mark_changed(keys)
+            self.cache.poke()
+
+        with self._lock:
+            future = pool.submit(write, *args, **kwargs)
+            for uid in uids:
+                self._under_way[uid] = cast("Future[object]", future)
+        future.add_done_callback(landed)
+        return future
+
+    def after_writes(self, job: Body) -> Body:
+        """The job as the cache has it once a write under way to it has landed, when
+        nothing but its status changed since it was decided on: a bind sent with the
+        version it was decided on would be refused as a conflict, and decided again a pass
+        later. Otherwise the job as it was decided on."""
+        with self._lock:
+            under_way = self._under_way.get(str(job["metadata"].get("uid", "")))
+        if under_way is not None and not under_way.cancel():  # a waiting status not sent
+            wait([under_way])  # yet is said no more; one under way lands first
+        newer = self.cache.snapshot_job(Cache.key(job))
+        if newer is None or resource_version(newer) <= resource_version(job) or \
+                _but_status(newer) != _but_status(job):
+            return job
+        return newer
+
+    def outdated(self, job: Body) -> bool:
+        """Whether the cache has a newer version of the job than the pass decided on (a
+        write of ours landed since)."""
+        newer = self.cache.snapshot_job(Cache.key(job))
+        return newer is not None and resource_version(newer) > resource_version(job)
+
+    def changing(self, job: Body) -> bool:
+        """Whether a write of ours to the job is under way or landed since the pass's
+        snapshot: writing to it now would be refused (the version decided on is old), or
+        preempt a job whose members just reported it finished. The next pass decides
+        again."""
+        return self.writing_to(str(job["metadata"].get("uid", ""))) or self.outdated(job)
 
     def inflight(self) -> dict[str, dict[str, list[Resources]]]:
         """Jobs (by uid) whose bind is being written, and what each spends per cluster."""
@@ -146,9 +220,10 @@ class Writer:
 
     # -- a plan's intents -------------------------------------------------------------------
     def write(self, intents: Sequence[Intent], ctx: PassContext) -> None:
-        """Carry out ``intents`` in order, the waiting statuses (the plan's last intents,
-        one per job) side by side at the end; one failing never stops the others."""
-        statuses = []
+        """Carry out ``intents`` in order: binds, moves (:data:`OFF_PASS`) and waiting
+        statuses off the pass, a job's moves in their order; one failing never stops the
+        others."""
+        moving: dict[str, list[Intent]] = {}
         for intent in intents:
             if isinstance(intent, QueueReport):
                 continue  # (fleet.hub.reporting publishes the Queues)
@@ -158,18 +233,43 @@ class Writer:
             try:
                 if isinstance(intent, Bind):
                     self.start_bind(intent, job, ctx)
+                elif isinstance(intent, OFF_PASS):
+                    moving.setdefault(intent.job, []).append(intent)
                 elif isinstance(intent, Wait):
-                    adapter = adapter_for(job["apiVersion"], job["kind"])
-                    status = self.telling.waiting_status(intent, job, adapter)
-                    if status is not None:
-                        statuses.append((intent.job, self.side_by_side(
-                            self.telling.write_status, job, adapter, status)))
+                    self.tell_waiting(intent, job)
                 else:
                     self.write_one(intent, job, ctx)
             except Exception as exc:
                 self.failures.failed(intent.job, f"{type(intent).__name__} not written for",
                                      exc)
-        self.wait_for(statuses, "Wait not written for")
+        for key, moves in moving.items():
+            job = ctx.job(key)
+            if job is not None:
+                targets = _written_by(moves, job, ctx)
+                if not any(map(self.changing, targets)):
+                    self._off_pass(self._pool, targets, self._move, key, moves, job, ctx)
+
+    def tell_waiting(self, why: Wait, job: Body) -> None:
+        if self.changing(job):
+            return  # said again, if still needed, once the write under way has landed
+        adapter = adapter_for(job["apiVersion"], job["kind"])
+        status = self.telling.waiting_status(why, job, adapter)
+        if status is not None:
+            self._off_pass(self._waits, [job], self._told, why.job, job, adapter, status)
+
+    def _move(self, key: str, moves: Sequence[Intent], job: Body, ctx: PassContext) -> None:
+        for intent in moves:
+            try:
+                self.write_one(intent, job, ctx)
+            except Exception as exc:
+                self.failures.failed(key, f"{type(intent).__name__} not written for", exc)
+                return  # the next in order may depend on it: the next pass decides again
+
+    def _told(self, key: str, job: Body, adapter: KindAdapter, status: Body) -> None:
+        try:
+            self.telling.write_status(job, adapter, status)
+        except Exception as exc:
+            self.failures.failed(key, "Wait not written for", exc)
 
     def write_one(self, intent: Intent, job: Body, ctx: PassContext) -> None:
         adapter = adapter_for(job["apiVersion"], job["kind"])
@@ -210,7 +310,7 @@ class Writer:
 
     def _bind(self, bind: Bind, job: Body, snap: Snapshot) -> None:
         try:
-            self.binder.bind(bind, job, snap)
+            self.binder.bind(bind, self.after_writes(job), snap)
         except NotLeading:
             log.info("bind of %s abandoned: this replica no longer leads", bind.job)
         except Exception:
@@ -249,10 +349,24 @@ class Writer:
             case Say():
                 dispatcher.event(write.obj, write.reason, write.message, write.kind)
 
-    def wait_for(self, written: Sequence[tuple[str, Future[Any]]], what: str) -> None:
-        """The pass waits for its side-by-side writes; one failing is logged, not raised."""
-        for key, future in written:
-            try:
-                future.result()
-            except Exception as exc:
-                self.failures.failed(key, what, exc)
+
+def _written_by(moves: Sequence[Intent], job: Body, ctx: PassContext) -> list[Body]:
+    """The jobs a job's moves write to: a preemption's victims (its preemptor only hears an
+    event: the waiting status it is told meanwhile must not hold the preemption back), the
+    job itself for the others."""
+    out: dict[str, Body] = {}
+    for move in moves:
+        if isinstance(move, Preempt):
+            out.update((k, v) for k, _ in move.victims if (v := ctx.job(k)) is not None)
+        else:
+            out[str(job["metadata"].get("uid", ""))] = job
+    return list(out.values())
+
+
+def _but_status(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The job but its status and resourceVersion (what a status write changes)."""
+    out = {k: v for k, v in job.items() if k != "status"}
+    out["metadata"] = {k: v for k, v in (job.get("metadata") or {}).items()
+                       if k != "resourceVersion"}
+    return out
+

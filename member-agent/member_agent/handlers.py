@@ -94,7 +94,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     metrics.ready_when("member-caches", STATE.synced.is_set)
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     member = Kube(os.environ.get("KUBECONFIG"), pool=16)
-    hub = Kube(os.environ["FLEET_HUB_KUBECONFIG"], pool=8)
+    hub = Kube(os.environ["FLEET_HUB_KUBECONFIG"], pool=16)  # Work statuses side by side
     nodes = member.list(r.NODES)[0]
     pods = member.list(r.PODS)[0]
     for node in nodes:

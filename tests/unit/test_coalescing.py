@@ -1,5 +1,6 @@
-"""A waiting job's status is rewritten when what it says changes in kind, at the head of its
-queue exactly, and further back only when its position is off by half or more."""
+"""A waiting job's status is rewritten when its reason or queue changes, at the head of its
+queue when its place or message changes in kind, and further back only when its position is
+off by half or more."""
 
 from __future__ import annotations
 
@@ -21,18 +22,27 @@ def test_nothing_new_is_not_written_and_a_first_status_is() -> None:
     assert needs_write(shown(), shown(40))  # it joined a queue
 
 
-def test_a_new_reason_queue_or_kind_of_message_is_written_wherever_the_job_stands() -> None:
+PAUSED = "borrowing beyond quota root/a's min is paused while x waits"
+
+
+def test_a_new_reason_or_queue_is_written_wherever_the_job_stands() -> None:
     assert needs_write(shown(400), shown(400, reason="Unschedulable"))
     assert needs_write(shown(400), shown(400, name="root-b"))
-    assert needs_write(shown(400), shown(400, message="borrowing beyond quota root/a's min "
-                                                      "is paused while x waits"))
 
 
-def test_the_head_of_a_queue_is_shown_exactly() -> None:
+def test_behind_the_head_a_new_kind_of_message_waits_for_the_next_position_write() -> None:
+    assert not needs_write(shown(400), shown(400, message=PAUSED))
+    assert not needs_write(shown(400), shown(399, message=PAUSED))
+    assert needs_write(shown(400), shown(200, message=PAUSED))
+
+
+def test_the_head_of_a_queue_is_shown_exactly_but_for_numbers() -> None:
     assert needs_write(shown(EXACT_POSITIONS + 1), shown(EXACT_POSITIONS))
     assert needs_write(shown(2), shown(1))
-    assert needs_write(shown(1), shown(1, message="quota root: nvidia.com/gpu used 9 + "
-                                                   "requested 2 > max 11"))
+    assert needs_write(shown(1), shown(2))  # someone of a higher priority came
+    assert needs_write(shown(1), shown(1, message=PAUSED))
+    assert not needs_write(shown(1), shown(1, message="quota root: nvidia.com/gpu used 9 + "
+                                                       "requested 2 > max 11"))
 
 
 def test_further_back_a_position_is_rewritten_once_off_by_half() -> None:
