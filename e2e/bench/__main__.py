@@ -1,4 +1,4 @@
-"""``python -m e2e.bench [--quick] [--short] [--only inprocess|onfleet|scale] [--out FILE]``:
+"""``python -m e2e.bench [--quick] [--short] [--only inprocess|onfleet|scale|kueue] [--out FILE]``:
 run the benchmarks and report them. ``--short`` runs every part at small sizes: CI's lane,
 which fails when a benchmark breaks, never on a figure."""
 
@@ -8,10 +8,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from e2e.bench import inprocess, onfleet, passes, scale
+from e2e.bench import inprocess, kueue, onfleet, passes, scale
 from e2e.bench.results import Result, report
 
-PARTS = ("inprocess", "onfleet", "scale")
+PARTS = ("inprocess", "onfleet", "scale", "kueue")
 
 
 def main() -> None:
@@ -33,11 +33,20 @@ def main() -> None:
     parser.add_argument("--scale-jobs", type=int, default=10_000)
     parser.add_argument("--scale-seconds", type=float, default=900.0,
                         help="the longest the scale bench waits for every job to be bound")
+    parser.add_argument("--kueue-config", default="baseline",
+                        help="which of Kueue's scheduler test configurations (its folder name)")
+    parser.add_argument("--kueue-scale", type=float, default=1.0,
+                        help="every workload set's count times this")
+    parser.add_argument("--kueue-variants", default="minimalkueue-unlimited",
+                        help="Kueue's schedulers to run, comma-separated, the first the "
+                        "baseline: minimalkueue-unlimited (no client rate limit, as fleet's "
+                        "hub), minimalkueue (50 QPS / burst 100, as shipped)")
     args = parser.parse_args()
     if args.short:
         args.jobs, args.pending, args.latency_jobs = 30, 300, 10
         args.scale_members, args.scale_nodes, args.scale_jobs = 5, 20, 100
         args.scale_seconds = min(args.scale_seconds, 300.0)
+        args.kueue_scale = min(args.kueue_scale, 0.02)
     parts = set(args.only or (("inprocess",) if args.quick else PARTS))
     results: list[Result] = []
     if "inprocess" in parts:
@@ -59,6 +68,11 @@ def main() -> None:
             results += scale.run(Path(workdir), members=args.scale_members,
                                  nodes=args.scale_nodes, jobs=args.scale_jobs,
                                  limit=args.scale_seconds)
+    if "kueue" in parts:
+        with tempfile.TemporaryDirectory(prefix="fleet-kueue-") as workdir:
+            variants = tuple(v for v in args.kueue_variants.split(",") if v)
+            results += kueue.run(Path(workdir), config_name=args.kueue_config,
+                                 scale=args.kueue_scale, variants=variants)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     report(results, args.out)
 

@@ -84,12 +84,16 @@ class MemberAPI:
         return {"gitVersion": "v1.31.0-simulated"} if path == "/version" else {}
 
 
-def nodes_of(cluster: str, count: int, rng: random.Random) -> list[Body]:
+Shape = tuple[str, int, int, int]
+
+
+def nodes_of(cluster: str, count: int, rng: random.Random,
+             shapes: tuple[Shape, ...] = SHAPES) -> list[Body]:
     """``count`` Ready nodes; each member favours some shapes (weights drawn per member)."""
-    weights = [rng.random() ** 2 + 0.05 for _ in SHAPES]
+    weights = [rng.random() ** 2 + 0.05 for _ in shapes]
     nodes = []
     for i in range(count):
-        model, gpus, cpu, memory = rng.choices(SHAPES, weights)[0]
+        model, gpus, cpu, memory = rng.choices(shapes, weights)[0]
         labels = {"kubernetes.io/hostname": f"{cluster}-n{i}",
                   "topology.kubernetes.io/zone": f"zone-{i % 3}"}
         amounts = {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "110"}
@@ -108,6 +112,11 @@ def seconds(duration: str, default: float = 30.0) -> float:
     units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
     parts = re.findall(r"([0-9.]+)(ms|h|m|s)", duration or "")
     return sum(float(n) * units[u] for n, u in parts) if parts else default
+
+
+def member_uid(work: Body) -> str:
+    """The uid of the member job a Work made (each placement's job is a new object)."""
+    return f"member-{work['metadata']['uid']}"
 
 
 def stamp(now: float) -> str:
@@ -139,7 +148,7 @@ class Member:
         """The agent applied the Work: the member job exists and its pods are created and
         bound; returns how long the job runs."""
         manifest = copy.deepcopy(work["spec"]["manifests"][0])
-        manifest["metadata"]["uid"] = f"member-{work['metadata']['uid']}"
+        manifest["metadata"]["uid"] = member_uid(work)
         manifest["metadata"]["creationTimestamp"] = stamp(time.time())
         self.sync.book.record(work)
         self.state.stores.put_job(key_of(manifest), manifest)
@@ -233,8 +242,9 @@ class Member:
         name = work["metadata"]["name"]
         manifest = work["spec"]["manifests"][0]
         key = key_of(manifest)
-        _, pods = self.state.stores.read(key)
-        for pod in pods:
+        current, pods = self.state.stores.read(key)
+        ours = current is not None and current["metadata"]["uid"] == member_uid(work)
+        for pod in pods if ours else ():  # (not a later placement's: it came first)
             if pod["spec"].get("nodeName") and pod["status"].get("phase") != "Succeeded":
                 with self.lock:
                     free = self.free[pod["spec"]["nodeName"]]
@@ -242,7 +252,8 @@ class Member:
                         free[k] += v
             self.state.stores.put_pod(pod, deleted=True)
             self.state.put_pod(pod, deleted=True)
-        self.state.stores.put_job(key, None)
+        if ours:
+            self.state.stores.put_job(key, None)
         self.sync.book.drop(name)
         self.sync.status.forget(name, wholly=True)
         finalizers = [f for f in work["metadata"].get("finalizers") or []
@@ -290,10 +301,11 @@ class Fleet:
     """Every simulated member, their agents' loops, and one watch on all Works."""
 
     def __init__(self, hub: CountingKube, names: list[str], nodes: int, seed: int = 17,
-                 heartbeat: float = 2.0) -> None:
+                 heartbeat: float = 2.0, shapes: tuple[Shape, ...] = SHAPES,
+                 start_delay: float = START_DELAY) -> None:
         rng = random.Random(seed)
-        self.hub, self.heartbeat = hub, heartbeat
-        self.members = {n: Member(n, hub, nodes_of(n, nodes, rng)) for n in names}
+        self.hub, self.heartbeat, self.start_delay = hub, heartbeat, start_delay
+        self.members = {n: Member(n, hub, nodes_of(n, nodes, rng, shapes)) for n in names}
         self.by_namespace = {m.sync.namespace: m for m in self.members.values()}
         self.timeline = Timeline(8)
         self.stop = threading.Event()
@@ -383,15 +395,15 @@ class Fleet:
 
         def running() -> None:
             current, _ = member.state.stores.read(key_of(job))
-            if current is not None:
+            if current is not None and current["metadata"]["uid"] == member_uid(work):
                 member.run_pods(current, "Running")
 
         def done() -> None:
             current, _ = member.state.stores.read(key_of(job))
-            if current is not None:
+            if current is not None and current["metadata"]["uid"] == member_uid(work):
                 member.run_pods(current, "Succeeded")
                 self.succeeded += 1
 
         now = time.monotonic()
-        self.timeline.at(now + START_DELAY, running)
-        self.timeline.at(now + START_DELAY + duration, done)
+        self.timeline.at(now + self.start_delay, running)
+        self.timeline.at(now + self.start_delay + duration, done)

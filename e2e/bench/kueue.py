@@ -1,0 +1,405 @@
+"""Kueue's scheduler scalability test, run by Kueue and by fleet in the same bench run.
+
+Kueue's side is Kueue's own: the runner and minimalkueue of ``test/performance/scheduler``,
+built from the module pinned in ``e2e/toolchain/kueue/go.mod`` (``build-kueue.sh``), with the
+generator configuration read from the module cache. It reports wall time (minimalkueue's life),
+average time to admission per workload class and the ClusterQueues' average CPU usage.
+
+fleet's side runs the same configuration end to end. Each cohort becomes a parent of an
+ElasticQuotaTree (min and max: its queues' nominal quotas summed) and each ClusterQueue a
+leaf owning one namespace (min: the nominal quota, max: nominal plus borrowing limit); each
+workload is a one-replica PyTorchJob asking for the workload's CPUs, at the workload's priority
+(a PriorityClass per class), created at the configuration's intervals by one thread per
+workload set as Kueue's generator does (sleep, then create). The hub (``python -m fleet.hub``,
+webhooks on) places them on simulated members (:mod:`e2e.bench.members`: the agents' own
+reporter, Work status and PyTorchJob reconcile code, far more CPU than the quota) where each
+runs for the workload's runtime counted from Running. Time to admission is create → bound
+(quota admitted and placed, the placement the hub writes on the job, seen by a watch); wall
+time runs from the hub's start to the last job seen finished on the hub.
+
+Client rate limits: fleet's hub has none; minimalkueue sets 50 QPS / burst 100 in code, so the
+side by side runs ``minimalkueue-unlimited`` (the same program with that limit removed, see
+``build-kueue.sh``) unless told to run it as shipped as well.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.bench.members import CountingKube, Fleet
+from e2e.bench.onfleet import cpu_seconds, say
+from e2e.bench.results import Result
+from e2e.bench.scale import register
+from e2e.bench.webhooks import without_webhook
+from e2e.jobs import seed_pytorchjob
+from e2e.localfleet import HUB, LocalFleet
+from e2e.localfleet.kwok import Binaries
+from fleet.clients import errors
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = "test/performance/scheduler/configs/{name}/generator.yaml"
+CPU_NODE = (("", 0, 64, 256),)  # (GPU model, GPUs, cores, GiB): CPU-only nodes
+START_DELAY = 0.1  # seconds from a Work's arrival to its pod running on a simulated member
+PLACEMENT = "fleet.sh/placement"
+
+
+@dataclass(frozen=True)
+class Workload:
+    klass: str
+    runtime: float  # seconds
+    priority: int
+    request: int  # CPUs
+
+
+@dataclass(frozen=True)
+class WorkloadSet:
+    count: int
+    interval: float  # seconds slept before each creation
+    workloads: tuple[Workload, ...]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Kueue's generator configuration with one cohort class and one queue class (its
+    baseline and large-scale configurations are)."""
+
+    cohorts: int
+    queues: int  # per cohort
+    nominal: int
+    borrowing: int
+    sets: tuple[WorkloadSet, ...]
+
+    @property
+    def jobs(self) -> int:
+        return self.cohorts * self.queues * sum(s.count * len(s.workloads) for s in self.sets)
+
+    @property
+    def classes(self) -> dict[str, Workload]:
+        return {w.klass: w for s in self.sets for w in s.workloads}
+
+    def queue_names(self) -> list[tuple[str, str]]:
+        """(cohort, queue) names, as Kueue's generator names its ClusterQueues."""
+        return [(f"cohort-{c}", f"cq-0-{q}-cohort-{c}")
+                for c in range(self.cohorts) for q in range(self.queues)]
+
+
+def read_config(text: str, scale: float = 1.0) -> Config:
+    """The generator file; ``scale`` shrinks every workload set's count (at least 1)."""
+    data = yaml.safe_load(text)
+    (cohort,) = data["cohorts"]
+    (queue,) = cohort["queuesSets"]
+    sets = tuple(WorkloadSet(
+        count=max(1, round(int(s["count"]) * scale)),
+        interval=int(s["creationIntervalMs"]) / 1000,
+        workloads=tuple(Workload(w["className"], int(w["runtimeMs"]) / 1000,
+                                 int(w["priority"]), int(w["request"]))
+                        for w in s["workloads"])) for s in queue["workloadsSets"])
+    return Config(int(cohort["count"]), int(queue["count"]), int(queue["nominalQuota"]),
+                  int(queue["borrowingLimit"]), sets)
+
+
+def scaled_text(text: str, scale: float) -> str:
+    """The generator file with every workload set's count scaled as :func:`read_config`
+    does, for Kueue's runner."""
+    data = yaml.safe_load(text)
+    for cohort in data["cohorts"]:
+        for queue in cohort["queuesSets"]:
+            for workload_set in queue["workloadsSets"]:
+                workload_set["count"] = max(1, round(int(workload_set["count"]) * scale))
+    return str(yaml.safe_dump(data))
+
+
+# -- Kueue's side ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """One side's figures: wall seconds, average seconds to admission per class, average CPU
+    usage over the queues (fraction of their summed nominal quota), evictions, CPU seconds of
+    the scheduler's process."""
+
+    wall: float
+    admission: dict[str, float]
+    usage: float
+    evictions: int
+    cpu: float
+    unfinished: int = 0
+
+
+def kueue_binaries() -> Path:
+    out = subprocess.run(["bash", str(REPO / "e2e" / "toolchain" / "build-kueue.sh")],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def run_kueue(workdir: Path, generator: Path, binary: str) -> Outcome:
+    """Kueue's runner with ``binary`` (``minimalkueue`` or ``minimalkueue-unlimited``)."""
+    binaries = kueue_binaries()
+    module = (binaries / "kueue-module-dir").read_text().strip()
+    out = workdir / binary
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PROJECT_DIR": module + "/",
+           "KUBEBUILDER_ASSETS": str(Binaries.build(REPO).directory)}
+    say(f"Kueue: runner with {binary}, {generator.name}; its log in {out / 'runner.log'}")
+    with open(out / "runner.log", "w") as log:
+        subprocess.run([str(binaries / "runner"), "--crds",
+                        f"{module}/config/components/crd/bases", "--generatorConfig",
+                        str(generator), "--minimalKueue", str(binaries / binary),
+                        "--o", str(out), "--timeout", "60m"],
+                       env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
+    summary = yaml.safe_load((out / "summary.yaml").read_text())
+    stats = yaml.safe_load((out / f"{binary}.stats.yaml").read_text())
+    queues = summary["clusterQueueClasses"]
+    usage = sum(q["cpuAverageUsage"] for q in queues.values()) / sum(
+        q["nominalQuota"] for q in queues.values())
+    classes = summary["workloadClasses"]
+    return Outcome(wall=stats["wallMs"] / 1000,
+                   admission={k: v["averageTimeToAdmissionMs"] / 1000
+                              for k, v in classes.items()},
+                   usage=usage, evictions=sum(v["totalEvictions"] for v in classes.values()),
+                   cpu=(stats["userMs"] + stats["sysMs"]) / 1000)
+
+
+# -- fleet's side ---------------------------------------------------------------------------
+def hub_objects(config: Config) -> list[tuple[r.Resource, dict[str, Any]]]:
+    """The ElasticQuotaTree, a namespace and queued PropagationPolicy per queue, and a
+    PriorityClass per workload class."""
+    parents: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for cohort, queue in config.queue_names():
+        parents[cohort].append({"name": queue, "namespaces": [queue],
+                                "min": {"cpu": config.nominal},
+                                "max": {"cpu": config.nominal + config.borrowing}})
+    whole = config.nominal * config.queues
+    total = whole * config.cohorts
+    out: list[tuple[r.Resource, dict[str, Any]]] = [(r.ELASTICQUOTATREES, {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+        "metadata": {"name": "kueue-baseline", "namespace": "kube-system"},
+        "spec": {"root": {"name": "root", "min": {"cpu": total}, "max": {"cpu": total},
+                          "children": [{"name": c, "min": {"cpu": whole},
+                                        "max": {"cpu": whole}, "children": leaves}
+                                       for c, leaves in parents.items()]}}})]
+    for klass, workload in config.classes.items():
+        out.append((r.PRIORITYCLASSES, {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": f"kueue-{klass}"}, "value": workload.priority}))
+    for _, queue in config.queue_names():
+        out.append((r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": queue}}))
+        out.append((r.PROPAGATIONPOLICIES, {
+            "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "training", "namespace": queue},
+            "spec": {"suspension": {"scheduling": True},
+                     "resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
+                                            "kind": "PyTorchJob"}],
+                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                         "customSchedulingType": "Gang"}}}}))
+    return out
+
+
+def job_of(name: str, namespace: str, workload: Workload) -> dict[str, Any]:
+    """A one-replica PyTorchJob asking for the workload's CPUs at its class's priority."""
+    body = seed_pytorchjob(name, namespace, run_for=f"{round(workload.runtime * 1000)}ms",
+                           workers=0)
+    body["metadata"]["labels"] = {"kueue-bench/class": workload.klass}
+    template = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    template["spec"]["priorityClassName"] = f"kueue-{workload.klass}"
+    cpu = {"cpu": str(workload.request)}
+    template["spec"]["containers"][0]["resources"] = {"requests": cpu, "limits": cpu}
+    return body
+
+
+@dataclass
+class Ledger:
+    """Each job's class, size and times (monotonic): created, first bound, last bound,
+    finished; and how often a bound job lost its placement (an eviction)."""
+
+    klass: dict[str, str] = field(default_factory=dict)
+    size: dict[str, int] = field(default_factory=dict)
+    created: dict[str, float] = field(default_factory=dict)
+    first_bound: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    held: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    finished: dict[str, float] = field(default_factory=dict)
+    evictions: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self, body: dict[str, Any], now: float) -> None:
+        meta = body["metadata"]
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        placed = PLACEMENT in (meta.get("annotations") or {})
+        done = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+                   for c in (body.get("status") or {}).get("conditions") or [])
+        with self.lock:
+            if placed and key not in self.bound:
+                self.bound[key] = now
+                self.first_bound.setdefault(key, now)
+            elif not placed and key in self.bound and key not in self.finished:
+                self.held[key] += now - self.bound.pop(key)
+                self.evictions += 1
+            if done and key not in self.finished:
+                self.finished[key] = now
+                if key in self.bound:
+                    self.held[key] += now - self.bound.pop(key)
+
+
+def watch_jobs(hub: Kube, ledger: Ledger, stop: threading.Event) -> None:
+    version = hub.list(r.PYTORCHJOBS, label_selector="fleet.sh/none=none")[1]
+    while not stop.is_set():
+        try:
+            for _, body in hub.watch(r.PYTORCHJOBS, resource_version=version,
+                                     timeout_seconds=30):
+                version = body["metadata"].get("resourceVersion", version)
+                ledger.seen(body, time.monotonic())
+                if stop.is_set():
+                    return
+        except errors.ApiError:
+            stop.wait(0.5)
+
+
+def create_set(hub: Kube, ledger: Ledger, namespace: str, index: int,
+               workload_set: WorkloadSet, stop: threading.Event) -> None:
+    """As Kueue's generator: sleep the interval, then create, ``count`` times."""
+    for step in range(workload_set.count):
+        for workload in workload_set.workloads:
+            if stop.wait(workload_set.interval):
+                return
+            name = f"{workload.klass}-{index}-{step}"
+            key = f"{namespace}/{name}"
+            with ledger.lock:
+                ledger.klass[key], ledger.size[key] = workload.klass, workload.request
+                ledger.created[key] = time.monotonic()
+            hub.create(r.PYTORCHJOBS, job_of(name, namespace, workload))
+
+
+def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 20,
+              limit: float = 3600.0) -> Outcome:
+    fleet = LocalFleet(workdir, members={}, say=say)
+    sim: Fleet | None = None
+    stop = threading.Event()
+    try:
+        fleet.up(with_controllers=False)
+        hub = fleet.client(HUB)
+        names = [f"member{i}" for i in range(1, members + 1)]
+        register(hub, names)
+        sim = Fleet(CountingKube(str(fleet.kubeconfig(HUB)), pool=32), names, nodes,
+                    shapes=CPU_NODE, start_delay=START_DELAY)
+        sim.start()
+        without_webhook(hub, lambda: [hub.apply(res, body, field_manager="bench")
+                                      for res, body in hub_objects(config)])
+        deadline = time.monotonic() + 120
+        while not sim.ready() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        ledger = Ledger()
+        watcher = threading.Thread(target=watch_jobs, args=(hub, ledger, stop), daemon=True)
+        watcher.start()
+        cpu_before = cpu_seconds(fleet).get("hub", 0.0)
+        say(f"fleet: the hub starts; {config.jobs:,} jobs in {len(config.queue_names())} "
+            f"queues, {len(config.sets)} workload sets each, created as Kueue's generator "
+            f"does, on {members} simulated members")
+        started = time.monotonic()
+        fleet.start_hub()
+        queues = config.queue_names()
+        with ThreadPoolExecutor(len(queues) * len(config.sets),
+                                thread_name_prefix="create") as pool:
+            creators = [pool.submit(create_set, hub, ledger, queue, index, workload_set, stop)
+                        for _, queue in queues
+                        for index, workload_set in enumerate(config.sets)]
+            follow(ledger, config.jobs, started, limit)
+            stop.set()
+            for creator in creators:
+                creator.result()
+        cpu = cpu_seconds(fleet).get("hub", 0.0) - cpu_before
+        return outcome(ledger, config, started, cpu)
+    finally:
+        stop.set()
+        if sim is not None:
+            sim.close()
+        fleet.down()
+
+
+def follow(ledger: Ledger, jobs: int, started: float, limit: float) -> None:
+    last = -1
+    while time.monotonic() - started < limit:
+        time.sleep(2)
+        with ledger.lock:
+            created, bound, done = len(ledger.created), len(ledger.first_bound), len(
+                ledger.finished)
+        if done != last:
+            say(f"  fleet: {created:,} created, {bound:,} bound, {done:,} finished "
+                f"after {time.monotonic() - started:.0f}s")
+            last = done
+        if done >= jobs:
+            return
+
+
+def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outcome:
+    with ledger.lock:
+        end = max(ledger.finished.values(), default=time.monotonic())
+        wall = end - started
+        waits: dict[str, list[float]] = defaultdict(list)
+        for key, at in ledger.first_bound.items():
+            waits[ledger.klass[key]].append(at - ledger.created[key])
+        used = sum(ledger.size[key] * held for key, held in ledger.held.items())
+        unfinished = config.jobs - len(ledger.finished)
+    quota = config.nominal * config.queues * config.cohorts
+    return Outcome(wall=wall, admission={k: sum(v) / len(v) for k, v in waits.items()},
+                   usage=used / (quota * wall) if wall else 0.0, evictions=ledger.evictions,
+                   cpu=cpu, unfinished=unfinished)
+
+
+# -- side by side ----------------------------------------------------------------------------
+def run(workdir: Path, *, config_name: str = "baseline", scale: float = 1.0,
+        variants: tuple[str, ...] = ("minimalkueue-unlimited",), members: int = 3
+        ) -> list[Result]:
+    """fleet and each of Kueue's ``variants`` (none: fleet alone) on the configuration."""
+    module = Path((kueue_binaries() / "kueue-module-dir").read_text().strip())
+    text = (module / CONFIG.format(name=config_name)).read_text()
+    config = read_config(text, scale)
+    generator = workdir / "generator.yaml"
+    generator.write_text(scaled_text(text, scale))
+    theirs = {v: run_kueue(workdir / "kueue", generator, v) for v in variants}
+    ours = run_fleet(workdir / "fleet", config, members=members)
+    what = f"Kueue's {config_name} configuration, {config.jobs:,} jobs"
+    say(f"side by side, {what}:")
+    for name, side in (("fleet", ours), *theirs.items()):
+        say(f"  {name:24} wall {side.wall:7.1f} s  admission " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in sorted(side.admission.items()))
+            + f"  usage {100 * side.usage:.1f} %  evictions {side.evictions}"
+            f"  CPU {side.cpu:.0f} s" + (f"  UNFINISHED {side.unfinished}"
+                                         if side.unfinished else ""))
+    baseline = theirs.get(variants[0]) if variants else None
+
+    def beside(name: str, value: float, kueue: float, unit: str, required: bool) -> Result:
+        """fleet's figure with Kueue's from this run as its baseline (and its budget when
+        the issue requires fleet to do at least as well)."""
+        if baseline is None:
+            return Result(name, value, unit, "")
+        return Result(name, value, unit, f"<= {kueue:.1f}" if required else "", kueue,
+                      f"Kueue, {variants[0]}, same run")
+
+    kueue = baseline or Outcome(0.0, {}, 0.0, 0, 0.0)
+    results = [beside(f"wall time, {what}, fleet", ours.wall, kueue.wall, "s", True)]
+    for klass in sorted(config.classes, key=lambda k: -config.classes[k].request):
+        results.append(beside(f"average time to admission, {klass}, {what}, fleet",
+                              ours.admission.get(klass, float("nan")),
+                              kueue.admission.get(klass, 0.0), "s", True))
+    results.append(beside(f"average quota usage, {what}, fleet", 100 * ours.usage,
+                          100 * kueue.usage, "%", False))
+    results.append(beside(f"scheduler CPU seconds, {what}, fleet's hub", ours.cpu,
+                          kueue.cpu, "s", False))
+    results.extend(Result(f"wall time, {what}, Kueue, {name}", side.wall, "s", "")
+                   for name, side in theirs.items() if name != variants[0])
+    if ours.unfinished:
+        results.append(Result(f"jobs unfinished at the limit, {what}, fleet",
+                              ours.unfinished, "jobs", "<= 0"))
+    return results
