@@ -39,7 +39,7 @@ import yaml
 from e2e.bench.members import CountingKube, Fleet
 from e2e.bench.onfleet import cpu_seconds, say
 from e2e.bench.results import Result
-from e2e.bench.scale import register
+from e2e.bench.scale import queued_gangs, register
 from e2e.bench.webhooks import without_webhook
 from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
@@ -195,14 +195,7 @@ def hub_objects(config: Config) -> list[tuple[r.Resource, dict[str, Any]]]:
     for _, queue in config.queue_names():
         out.append((r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": queue}}))
-        out.append((r.PROPAGATIONPOLICIES, {
-            "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-            "metadata": {"name": "training", "namespace": queue},
-            "spec": {"suspension": {"scheduling": True},
-                     "resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
-                                            "kind": "PyTorchJob"}],
-                     "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                         "customSchedulingType": "Gang"}}}}))
+        out.append((r.PROPAGATIONPOLICIES, queued_gangs(queue)))
     return out
 
 

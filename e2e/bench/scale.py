@@ -85,15 +85,19 @@ def tenant_objects(gpus: int) -> list[tuple[r.Resource, dict[str, Any]]]:
     for tenant in TENANTS:
         out.append((r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": tenant}}))
-        out.append((r.PROPAGATIONPOLICIES, {
-            "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-            "metadata": {"name": "training", "namespace": tenant},
+        out.append((r.PROPAGATIONPOLICIES, queued_gangs(tenant)))
+    return out
+
+
+def queued_gangs(namespace: str) -> dict[str, Any]:
+    """A PropagationPolicy queueing the namespace's PyTorchJobs as gangs."""
+    return {"apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "training", "namespace": namespace},
             "spec": {"suspension": {"scheduling": True},
                      "resourceSelectors": [{"apiVersion": "kubeflow.org/v1",
                                             "kind": "PyTorchJob"}],
                      "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                         "customSchedulingType": "Gang"}}}}))
-    return out
+                                                         "customSchedulingType": "Gang"}}}}
 
 
 def tenants(hub: Kube, gpus: int) -> None:
