@@ -224,7 +224,13 @@ def leader_term_policy() -> list[Body]:
     its Works) are refused by the API server itself unless they carry the term the hub's
     Lease holds now (fleet.clients.leases): a replica that lost the lead during a long pass
     cannot land a write it sent too late. Only the hub's own identity is checked; the agents'
-    and users' writes pass. A Lease not there yet refuses them all (nobody leads)."""
+    and users' writes pass.
+
+    With no Lease the policy is skipped, for every identity: the API server looks its
+    ``paramRef`` up before it evaluates ``matchConditions``, so ``Deny`` there would refuse
+    the users' job updates and the agents' Work finalizers too whenever the Lease is missing
+    (a fresh install, or someone deleting it). No replica leads without a Lease: the next
+    to lead creates one, a new term that refuses the old term's late writes."""
     hub = f"system:serviceaccount:{NAMESPACE}:{HUB}"
     term = f"{GROUP}/term"
     now = "params.metadata.uid + ':' + string(params.spec.leaseTransitions)"  # see leases.py
@@ -256,7 +262,7 @@ def leader_term_policy() -> list[Body]:
          "metadata": _meta(LEADER_TERM_POLICY, False),
          "spec": {"policyName": LEADER_TERM_POLICY, "validationActions": ["Deny"],
                   "paramRef": {"name": HUB, "namespace": NAMESPACE,
-                               "parameterNotFoundAction": "Deny"}}},
+                               "parameterNotFoundAction": "Allow"}}},
     ]
 
 
