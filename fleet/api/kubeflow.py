@@ -17,6 +17,12 @@ from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.pods import PodTemplateSpec
 
 KUBEFLOW_V1 = "kubeflow.org/v1"
+# runPolicy.managedBy as training-operator v1.9 reads it: unset or its own name, the job is
+# fleet's (the hub places it); MultiKueue's, another controller runs it and the hub leaves it
+# alone. The operator's webhook refuses any other value, and any change after creation.
+OPERATOR_MANAGER = "kubeflow.org/training-operator"
+MULTIKUEUE_MANAGER = "kueue.x-k8s.io/multikueue"
+MANAGERS = (OPERATOR_MANAGER, MULTIKUEUE_MANAGER)
 
 
 class RestartPolicy(StrEnum):
@@ -57,7 +63,16 @@ class RunPolicy(KubeModel):
     backoff_limit: int | None = Field(default=None, ge=0, le=limits.MAX_BACKOFF_LIMIT)
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = None
-    managed_by: str | None = Field(default=None, max_length=limits.MAX_TEXT)
+    managed_by: str | None = Field(
+        default=None, max_length=limits.MAX_NAME,
+        description=f"Who runs the job: {OPERATOR_MANAGER} (the default: fleet places and runs "
+        f"it) or {MULTIKUEUE_MANAGER} (left to MultiKueue: the hub neither places it nor "
+        "writes its status). Immutable.",
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": f"self in {list(MANAGERS)}",
+             "message": f"spec.runPolicy.managedBy: must be {' or '.join(MANAGERS)}"},
+            {"rule": "self == oldSelf", "message": "spec.runPolicy.managedBy: is immutable"},
+        ]})
 
 
 class ReplicaStatus(KubeModel):

@@ -19,7 +19,7 @@ from fleet.api.size import JOB_COPIES, refusal
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import ADMITTED_AT
 from fleet.hub.quota_views import quota_node
-from fleet.kinds import ADAPTERS, adapter_for
+from fleet.kinds import ADAPTERS, adapter_for, checks
 from quota.tree import QuotaNode, leaves_by_namespace
 from quota.validation import OtherTree, validate_tree
 
@@ -59,16 +59,23 @@ def register(cache: Cache) -> None:
         if errors:
             raise kopf.AdmissionError("; ".join(errors), code=422)
 
+    def check_job(*, body: kopf.Body, old: kopf.Body | None = None, **_: Any) -> None:
+        """Schemas bound each field fleet reads; only the whole (its size, its nesting) can
+        bound an open pod template. The rest needs the old object or the other jobs."""
+        _refuse_whole(body, JOB_COPIES)
+        if old is not None:
+            refused = checks.managed_by_changed(old, body)
+        else:
+            refused = checks.name_taken(body, lambda api_version, kind, namespace, name:
+                                        cache.snapshot_job((f"{api_version}/{kind}",
+                                                            namespace, name)))
+        if refused:
+            raise kopf.AdmissionError(refused, code=422)
+
     for adapter in ADAPTERS:
         r = adapter.resource
         kopf.on.validate(r.group, r.version, r.plural, operations=["CREATE", "UPDATE"],
                          id=JOB_WEBHOOK)(check_job)
-
-
-def check_job(*, body: kopf.Body, **_: Any) -> None:
-    """Schemas bound each field fleet reads; only the whole (its size, its nesting) can bound
-    an open pod template."""
-    _refuse_whole(body, JOB_COPIES)
 
 
 def _refuse_whole(body: kopf.Body, why: str = "") -> None:

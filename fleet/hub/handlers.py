@@ -30,6 +30,7 @@ from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
 from fleet.hub.initial_sync import InitialSync
 from fleet.hub.scheduler import Scheduler, Settings
+from fleet.kinds import managed_elsewhere
 from propagation.views import FitMode
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ LIST_PAGE = 500
 
 def _record(store: str, kind: str, body: kopf.Body) -> None:
     SYNC.saw(Cache.key(body))
+    if store == stores.JOBS and managed_elsewhere(body):
+        kind = "DELETED"  # another controller's job (MultiKueue's): the hub never sees it
     if kind == "DELETED":
         CACHE.remove(store, body)
         if store == stores.JOBS:

@@ -23,7 +23,7 @@ from fleet.hub import works as w
 from fleet.hub.backfill_views import runtime_of
 from fleet.hub.cache import EVICTING, Body, Snapshot
 from fleet.hub.views import job_identity, parse_time, placement_rules, policy_ref
-from fleet.kinds import adapter_for
+from fleet.kinds import adapter_for, checks
 from fleet.kinds.base import InvalidJob
 from planner.elastic import with_count
 from planner.view import FailoverSettings, JobView, PolicyView, Stage, WorkView
@@ -267,9 +267,10 @@ class JobViews:
             runtime = runtime_of(job, adapter)
         except InvalidJob as exc:  # checked before any quota or capacity is counted
             return replace(view, invalid=str(exc))
-        missing_class = q.missing_priority_class(job, classes)
-        if missing_class:
-            return replace(view, invalid=missing_class)
+        unrunnable = q.missing_priority_class(job, classes) or (
+            None if elastic else checks.gang_unsatisfiable(job))
+        if unrunnable:
+            return replace(view, invalid=unrunnable)
         if elastic is not None:  # asks for its max; the planner sizes it to what fits
             demand = with_count(demand, elastic.role, elastic.max)
             view = replace(view, elastic=elastic)

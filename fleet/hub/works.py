@@ -68,7 +68,8 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
                     placement: list[dict[str, Any]], name: str) -> Body:
     """The job as one member runs it: its share of replicas, hub bookkeeping removed."""
     meta = job["metadata"]
-    body = adapter.with_replicas(copy.deepcopy(dict(job)), share["replicas"])
+    body = adapter.for_member(adapter.with_replicas(copy.deepcopy(dict(job)),
+                                                    share["replicas"]))
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in HUB_ANNOTATIONS}
     annotations.update(p.copy_marks(share["cluster"], name, share, placement,

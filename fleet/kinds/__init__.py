@@ -10,6 +10,10 @@ adapter here, registering it in :data:`ADAPTERS`, and a controller on the agent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.api.kubeflow import OPERATOR_MANAGER
 from fleet.kinds.base import KindAdapter
 from fleet.kinds.kubeflow import MPI, PYTORCH, TF
 from fleet.kinds.t9k import T9K_MPI, T9K_TF
@@ -23,4 +27,12 @@ def adapter_for(api_version: str, kind: str) -> KindAdapter:
     return _BY_KIND[(api_version, kind)]
 
 
-__all__ = ["ADAPTERS", "KindAdapter", "adapter_for"]
+def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
+    """The controller other than fleet the job names to run it (as the training operator
+    reads ``runPolicy.managedBy``: any value but its own); None when fleet runs it."""
+    adapter = _BY_KIND.get((body.get("apiVersion", ""), body.get("kind", "")))
+    manager = adapter.managed_by(body) if adapter else None
+    return manager if manager not in (None, OPERATOR_MANAGER) else None
+
+
+__all__ = ["ADAPTERS", "KindAdapter", "adapter_for", "managed_elsewhere"]

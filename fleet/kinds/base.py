@@ -229,6 +229,20 @@ class KindAdapter:
 
     has_phase = False  # T9k jobs show a phase; Kubeflow jobs only conditions
 
+    def managed_by(self, body: Mapping[str, Any]) -> str | None:
+        """The controller the job names to run it (Kubeflow's ``runPolicy.managedBy``);
+        None when it names none or the kind has no such field."""
+        return None
+
+    def gang_minimum(self, body: Mapping[str, Any]) -> int | None:
+        """The pods the job says must start together (Kubeflow's
+        ``schedulingPolicy.minAvailable``); None when it says nothing."""
+        return None
+
+    def for_member(self, body: Body) -> Body:
+        """The member copy as the Work carries it (a kind may mark it for the member)."""
+        return body
+
     def waiting_status(self, current: Mapping[str, Any] | None, reason: str, message: str,
                        now: str) -> Body:
         """The hub job's status while it waits: a Queuing condition that says why."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.api.kubeflow import MULTIKUEUE_MANAGER
 from fleet.clients import resources as r
 from fleet.kinds.base import Body, KindAdapter, deep_copy
 from fleet.kinds.status import merge_kubeflow_status
@@ -44,6 +45,24 @@ class KubeflowAdapter(KindAdapter):
             if terminal in true:
                 return terminal
         return true[-1] if true else ""
+
+    def managed_by(self, body: Mapping[str, Any]) -> str | None:
+        manager = ((body.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
+        return manager if isinstance(manager, str) else None
+
+    def gang_minimum(self, body: Mapping[str, Any]) -> int | None:
+        policy = ((body.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy")
+        minimum = (policy or {}).get("minAvailable")
+        return minimum if isinstance(minimum, int) else None
+
+    def for_member(self, body: Body) -> Body:
+        """A member may run the training operator as well: MultiKueue's name is the one value
+        besides its own that the operator accepts, and it leaves such a job alone (as it does
+        MultiKueue's copies). The agent runs the copies it applied from Works, whatever they
+        name."""
+        spec = body.setdefault("spec", {})
+        spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "managedBy": MULTIKUEUE_MANAGER}
+        return body
 
     def aggregate(self, body: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
                   now: str) -> Body:
