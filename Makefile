@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos clean
+.PHONY: demo up down status test lint crds crds-check bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos kubeflow-suite clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ down: $(STAMP)
 
 e2e-kind: $(STAMP) bins kind-packages  ## the multi-cluster e2e suite on kind clusters (README: how long)
 	FLEET_E2E_BACKEND=kind $(PY) -m pytest e2e --timeout 1800 $(PYTEST_ARGS)
+
+kubeflow-suite: $(STAMP)  ## the training operator's SDK e2e suite from CHECKOUT=<training-operator at v1.9.0> against `make up`'s hub
+	@test -n "$(CHECKOUT)" || { echo "usage: make kubeflow-suite CHECKOUT=path/to/training-operator" >&2; exit 2; }
+	$(PY) -m e2e.kubeflow_suite --checkout $(CHECKOUT) -- $(PYTEST_ARGS)
 
 crds: $(STAMP)  ## regenerate crds/ from the API models
 	$(PY) -m fleet.api.crds

@@ -1,10 +1,8 @@
 """The Kubeflow training SDK (``kubeflow-training`` from PyPI), unchanged, against the hub:
-create, wait, conditions, list, pod names, logs (read and followed) and delete, for a PyTorchJob
-and a TFJob whose policy asks for mirror pods (``fleet.sh/mirror-pods``).
+create, wait, conditions, list, pod names, logs (read and followed) and delete, for a job of
+each of the six Kubeflow v1 kinds, whose policy asks for mirror pods (``fleet.sh/mirror-pods``).
 
-The SDK pins ``kubernetes<36`` and fleet runs a newer client, so it lives in a virtualenv of
-its own (cached next to the control-plane binaries) and runs as a script there; installing it
-into fleet's dev extras would hold fleet's own client back.
+The SDK runs as a script in a virtualenv of its own (``e2e.kubeflow_sdk``).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import json
 import os
 import ssl
 import subprocess
-import sys
 import textwrap
 import urllib.error
 import urllib.request
@@ -23,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from e2e import kubeflow_sdk
 from e2e.conftest import eventually
 from e2e.jobs import delete_jobs, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
@@ -33,8 +31,8 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
 pytestmark = pytest.mark.e2e
-SDK = "kubeflow-training==1.9.4"
 NAMESPACE = "sdk-e2e"
+SDK_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "JAXJob", "PaddleJob", "XGBoostJob")
 
 # Runs in the SDK's virtualenv: argv = kind, namespace, name; prints one JSON line.
 SCRIPT = textwrap.dedent('''
@@ -57,18 +55,20 @@ SCRIPT = textwrap.dedent('''
 
     meta = k8s.V1ObjectMeta(name=name, namespace=namespace)
     run = models.KubeflowOrgV1RunPolicy(clean_pod_policy="None")
-    if kind == "PyTorchJob":
-        job = models.KubeflowOrgV1PyTorchJob(
-            api_version="kubeflow.org/v1", kind=kind, metadata=meta,
-            spec=models.KubeflowOrgV1PyTorchJobSpec(
-                run_policy=run, pytorch_replica_specs={"Master": spec(1), "Worker": spec(1)}))
-        replicas = 2
-    else:
-        job = models.KubeflowOrgV1TFJob(
-            api_version="kubeflow.org/v1", kind=kind, metadata=meta,
-            spec=models.KubeflowOrgV1TFJobSpec(
-                run_policy=run, tf_replica_specs={"Chief": spec(1), "Worker": spec(2)}))
-        replicas = 3
+    field, types = {
+        "PyTorchJob": ("pytorch_replica_specs", {"Master": 1, "Worker": 1}),
+        "TFJob": ("tf_replica_specs", {"Chief": 1, "Worker": 2}),
+        "MPIJob": ("mpi_replica_specs", {"Launcher": 1, "Worker": 1}),
+        "JAXJob": ("jax_replica_specs", {"Worker": 2}),
+        "PaddleJob": ("paddle_replica_specs", {"Master": 1, "Worker": 1}),
+        "XGBoostJob": ("xgb_replica_specs", {"Master": 1, "Worker": 1}),
+    }[kind]
+    model = constants.JOB_PARAMETERS[kind]["model"]
+    job = getattr(models, model)(
+        api_version="kubeflow.org/v1", kind=kind, metadata=meta,
+        spec=getattr(models, f"{model}Spec")(
+            run_policy=run, **{field: {t: spec(n) for t, n in types.items()}}))
+    replicas = sum(types.values())
     out = {}
     sdk.create_job(job)
     sdk.wait_for_job_conditions(name, timeout=240, polling_interval=1)
@@ -97,16 +97,7 @@ SCRIPT = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def sdk_python() -> Path:
-    """A virtualenv with the SDK from PyPI, made once per SDK version and kept."""
-    cache = Path(os.environ.get("FLEET_SDK_CACHE", Path.home() / ".cache" / "fleet" / "sdk"))
-    venv = cache / SDK.replace("==", "-")
-    python = venv / "bin" / "python"
-    if not (venv / ".installed").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", SDK], check=True,
-                       timeout=600)
-        (venv / ".installed").touch()
-    return python
+    return kubeflow_sdk.sdk_python()
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +112,8 @@ def mirrored(fleet: LocalFleet, hub: Kube) -> Iterator[str]:
                      "annotations": {MIRROR_PODS: "true"}},
         "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
                                                      "customSchedulingType": "Gang"}},
-                 "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},
-                                       {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"}]},
+                 "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": kind}
+                                       for kind in SDK_KINDS]},
     }, field_manager="e2e")
     yield NAMESPACE
     delete_jobs(hub, NAMESPACE, wait=True)
@@ -139,12 +130,16 @@ def mirror_writes(fleet: LocalFleet) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize(("kind", "replicas", "leader"), [
-    ("PyTorchJob", 2, "sdk-pytorch-master-0"), ("TFJob", 3, "sdk-tf-chief-0")])
+@pytest.mark.parametrize(("kind", "name", "replicas", "leader"), [
+    ("PyTorchJob", "sdk-pytorch", 2, "sdk-pytorch-master-0"),
+    ("TFJob", "sdk-tf", 3, "sdk-tf-chief-0"),
+    ("MPIJob", "sdk-mpi", 2, "sdk-mpi-launcher"),
+    ("JAXJob", "sdk-jax", 2, "sdk-jax-worker-0"),
+    ("PaddleJob", "sdk-paddle", 2, "sdk-paddle-master-0"),
+    ("XGBoostJob", "sdk-xgb", 2, "sdk-xgb-master-0")])
 def test_the_kubeflow_sdk_works_against_the_hub(fleet: LocalFleet, hub: Kube, mirrored: str,
-                                                sdk_python: Path, kind: str, replicas: int,
-                                                leader: str) -> None:
-    name = "sdk-pytorch" if kind == "PyTorchJob" else "sdk-tf"
+                                                sdk_python: Path, kind: str, name: str,
+                                                replicas: int, leader: str) -> None:
     before = mirror_writes(fleet)
     done = subprocess.run(
         [str(sdk_python), "-c", SCRIPT, kind, mirrored, name], capture_output=True, text=True,

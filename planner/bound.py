@@ -73,18 +73,20 @@ def _lost(view: PassView, cluster: str) -> bool:
 
 
 def finalize(job: JobView, view: PassView) -> list[Intent]:
-    """A deleted job: its Works go (a lost member's at once, the rest by their agents),
-    then its dispatch finalizer."""
+    """A deleted job: its Works go (a lost member's at once, the rest by their agents), and
+    its dispatch finalizer as soon as every Work is going: as under the training operator,
+    the job is gone at once while its pods are stopped (each Work's own finalizer holds it
+    until its agent has purged the member; a member lost meanwhile is purged on return)."""
     if not job.dispatch_finalizer:
         return []
     works = (*job.works, *job.evicting)
-    if not works:
+    if all(w.deleting and not _lost(view, w.cluster) for w in works):
         return [Release(job.key)]
     return [RemoveWorks(job.key, tuple(
         WorkRemoval(w.name, delete=not w.deleting,
                     purge_now=w.keeps_copy and not w.deleting,
                     drop_agent_finalizer=_lost(view, w.cluster)) for w in works),
-        "job deleted")]
+        "job deleted", release=True)]
 
 
 def finish_requeue(job: JobView, view: PassView) -> list[Intent]:

@@ -181,6 +181,7 @@ class RemoveWorks:
     job: str
     works: tuple[WorkRemoval, ...]
     reason: str
+    release: bool = False  # a deleted job: its finalizer goes once every Work is going
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,22 @@ def templates() -> dict[str, Body]:
                 "PS": {"replicas": 1, "template": _template("tensorflow")},
                 "Worker": {"replicas": 2, "template": _template("tensorflow")}},
                 "successPolicy": "AllWorkers"}},
+        "JAXJob": {
+            "apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {},
+            "spec": {"jaxReplicaSpecs": {
+                "Worker": {"replicas": 2, "template": _template("jax")}}}},
+        "PaddleJob": {
+            "apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {},
+            "spec": {"paddleReplicaSpecs": {
+                "Master": {"replicas": 1, "template": _template("paddle")},
+                "Worker": {"replicas": 2, "template": _template("paddle")}},
+                "elasticPolicy": {"minReplicas": 1, "maxReplicas": 3}}},
+        "XGBoostJob": {
+            "apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {},
+            "spec": {"xgbReplicaSpecs": {
+                "Master": {"replicas": 1, "template": _template("xgboost")},
+                "Worker": {"replicas": 2, "restartPolicy": "ExitCode",
+                           "template": _template("xgboost")}}}},
         "KubeflowMPIJob": {
             "apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {},
             "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {
@@ -283,7 +299,9 @@ def fuzzed(seed: int, count: int, *, name_prefix: str = "fuzz",
 # -- applying them for real ---------------------------------------------------------------
 
 JOB_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("kubeflow.org/v1", "TFJob"),
-             ("kubeflow.org/v1", "MPIJob"), ("batch.tensorstack.dev/v1beta1", "MPIJob"),
+             ("kubeflow.org/v1", "MPIJob"), ("kubeflow.org/v1", "JAXJob"),
+             ("kubeflow.org/v1", "PaddleJob"), ("kubeflow.org/v1", "XGBoostJob"),
+             ("batch.tensorstack.dev/v1beta1", "MPIJob"),
              ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob")}
 # A field path in the API server's or the webhook's message: spec.x, spec[...], metadata.y.
 FIELD_PATH = re.compile(r"\b(spec|metadata)(\.[A-Za-z]|\[|:)")

@@ -1,4 +1,5 @@
-"""Kubeflow training jobs, ``kubeflow.org/v1``: PyTorchJob, TFJob and MPIJob.
+"""Kubeflow training jobs, ``kubeflow.org/v1``: PyTorchJob, TFJob, MPIJob, JAXJob, PaddleJob
+and XGBoostJob.
 
 Field names, defaults and status follow the Kubeflow training-operator v1 API so that
 manifests written for it apply unchanged. Replica-type keys are validated by CEL.
@@ -249,3 +250,62 @@ class MPIJobSpec(KubeModel):
 class MPIJob(CustomResource[MPIJobSpec, JobStatus]):
     api_version: str = KUBEFLOW_V1
     kind: str = "MPIJob"
+
+
+JAX_TYPES = ("Worker",)
+PADDLE_TYPES = ("Master", "Worker")
+XGBOOST_TYPES = ("Master", "Worker")
+
+
+class JAXJobSpec(KubeModel):
+    jax_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        _replica_rules("spec.jaxReplicaSpecs", JAX_TYPES, "jax"),
+        "Worker replica specs (worker 0 is JAX's coordinator).")
+    run_policy: RunPolicy | None = None
+
+
+class JAXJob(CustomResource[JAXJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
+    kind: str = "JAXJob"
+
+
+class PaddleElasticPolicy(KubeModel):
+    """Paddle's elastic range, kept as the operator's API has it: fleet runs a PaddleJob at
+    its replicas and does not resize it (only PyTorchJob's torchrun is resized)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        _rule("!has(self.minReplicas) || !has(self.maxReplicas) || "
+              "self.minReplicas <= self.maxReplicas",
+              "spec.elasticPolicy.minReplicas: must not be greater than maxReplicas")]})
+
+    min_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
+    max_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
+    max_restarts: int | None = Field(default=None, ge=0, le=limits.MAX_REPLICAS)
+
+
+class PaddleJobSpec(KubeModel):
+    paddle_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        _replica_rules("spec.paddleReplicaSpecs", PADDLE_TYPES, "paddle"),
+        "Master (parameter servers; without it the job runs collective) and Worker replica "
+        "specs.")
+    run_policy: RunPolicy | None = None
+    elastic_policy: PaddleElasticPolicy | None = None
+
+
+class PaddleJob(CustomResource[PaddleJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
+    kind: str = "PaddleJob"
+
+
+class XGBoostJobSpec(KubeModel):
+    xgb_replica_specs: dict[str, ReplicaSpec] = _replica_specs(
+        _replica_rules("spec.xgbReplicaSpecs", XGBOOST_TYPES, "xgboost",
+                       _rule("'Master' in self", "spec.xgbReplicaSpecs.Master: is required"),
+                       _exactly_one("spec.xgbReplicaSpecs", "Master")),
+        "Master (exactly 1 replica, the tracker) and Worker replica specs.")
+    run_policy: RunPolicy | None = None
+
+
+class XGBoostJob(CustomResource[XGBoostJobSpec, JobStatus]):
+    api_version: str = KUBEFLOW_V1
+    kind: str = "XGBoostJob"

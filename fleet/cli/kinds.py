@@ -11,6 +11,11 @@ JOBS: dict[str, r.Resource] = {
     "tfjob": r.TFJOBS, "tfjobs": r.TFJOBS, "tfjob.kubeflow.org": r.TFJOBS,
     "mpijob": r.KUBEFLOW_MPIJOBS, "mpijobs": r.KUBEFLOW_MPIJOBS,
     "mpijob.kubeflow.org": r.KUBEFLOW_MPIJOBS,
+    "jaxjob": r.JAXJOBS, "jaxjobs": r.JAXJOBS, "jaxjob.kubeflow.org": r.JAXJOBS,
+    "paddlejob": r.PADDLEJOBS, "paddlejobs": r.PADDLEJOBS,
+    "paddlejob.kubeflow.org": r.PADDLEJOBS,
+    "xgboostjob": r.XGBOOSTJOBS, "xgboostjobs": r.XGBOOSTJOBS,
+    "xgboostjob.kubeflow.org": r.XGBOOSTJOBS,
     "mpijob.batch.tensorstack.dev": r.T9K_MPIJOBS, "mj": r.T9K_MPIJOBS,
     "tensorflowtrainingjob": r.TENSORFLOWTRAININGJOBS,
     "tensorflowtrainingjobs": r.TENSORFLOWTRAININGJOBS, "tfj": r.TENSORFLOWTRAININGJOBS,
@@ -22,15 +27,16 @@ CLUSTERS = ("cluster", "clusters", "membercluster", "memberclusters", "mc",
             "membercluster.fleet.sh")
 WORKS = ("work", "works", "work.fleet.sh")
 ALL = (*JOBS, *PODS, *QUEUES, *CLUSTERS, *WORKS)
-PRIMARY = ("pytorchjob", "tfjob", "mpijob", "mpijob.batch.tensorstack.dev",
-           "tensorflowtrainingjob", "pod", "queue", "clusters", "work")
+PRIMARY_JOBS = ("pytorchjob", "tfjob", "mpijob", "jaxjob", "paddlejob", "xgboostjob",
+                "mpijob.batch.tensorstack.dev", "tensorflowtrainingjob")
+PRIMARY = (*PRIMARY_JOBS, "pod", "queue", "clusters", "work")
 
 
 def job_resource(kind: str) -> r.Resource:
     try:
         return JOBS[kind.lower()]
     except KeyError:
-        raise CliError(f"unknown job kind {kind!r}; one of {', '.join(PRIMARY[:5])} "
+        raise CliError(f"unknown job kind {kind!r}; one of {', '.join(PRIMARY_JOBS)} "
                        "(short names ptj, mj, tfj)") from None
 
 

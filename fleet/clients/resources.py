@@ -87,11 +87,15 @@ QUEUES = Resource("scheduling.x-k8s.io", "v1alpha1", "queues", kind="Queue")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", kind="PyTorchJob")
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", kind="TFJob")
 KUBEFLOW_MPIJOBS = Resource("kubeflow.org", "v1", "mpijobs", kind="MPIJob")
+JAXJOBS = Resource("kubeflow.org", "v1", "jaxjobs", kind="JAXJob")
+PADDLEJOBS = Resource("kubeflow.org", "v1", "paddlejobs", kind="PaddleJob")
+XGBOOSTJOBS = Resource("kubeflow.org", "v1", "xgboostjobs", kind="XGBoostJob")
 T9K_MPIJOBS = Resource("batch.tensorstack.dev", "v1beta1", "mpijobs", kind="MPIJob")
 TENSORFLOWTRAININGJOBS = Resource("batch.tensorstack.dev", "v1beta1", "tensorflowtrainingjobs",
                                   kind="TensorFlowTrainingJob")
 
-JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, T9K_MPIJOBS, TENSORFLOWTRAININGJOBS)
+JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, JAXJOBS, PADDLEJOBS, XGBOOSTJOBS,
+             T9K_MPIJOBS, TENSORFLOWTRAININGJOBS)
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,

@@ -237,18 +237,20 @@ class Dispatcher:
         if work["metadata"].get("finalizers"):
             self._patch(r.WORKS, work, {"metadata": {"finalizers": None}})
 
-    def delete_work(self, work: Mapping[str, Any]) -> None:
+    def delete_work(self, work: Mapping[str, Any]) -> bool:
         """Delete a Work: first marked with the term (the fenced write), then deleted only
-        as that mark left it, so a Work is never deleted by a leader whose term ended."""
+        as that mark left it, so a Work is never deleted by a leader whose term ended.
+        Whether it is gone or going now."""
         marked = self._patch(r.WORKS, work, {})
         if marked is None:
-            return  # gone already
+            return True  # gone already
         meta = marked["metadata"]
         try:
             self.kube.delete(r.WORKS, meta["name"], meta["namespace"], uid=meta.get("uid"),
                              resource_version=meta.get("resourceVersion"))
         except errors.Conflict:
-            pass  # changed since the mark: decided again on the next pass
+            return False  # changed since the mark: decided again on the next pass
+        return True
 
     # -- everything else --------------------------------------------------------------------
     def publish_queue(self, queue: Mapping[str, Any],

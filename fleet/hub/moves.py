@@ -153,18 +153,23 @@ class Moves:
             self.dispatcher.set_purge_mode(work, intent.purge_mode)
         self.dispatcher.mark_requeue(job, adapter, f"failed over: {intent.reason}", marks)
 
-    def remove_works(self, intent: RemoveWorks, works: Mapping[str, Body]) -> None:
+    def remove_works(self, intent: RemoveWorks, works: Mapping[str, Body], job: Body,
+                     adapter: KindAdapter) -> None:
         """Purge-mode overrides first, then each Work: a lost member's agent cannot release
-        it, so the hub drops its finalizer; then it is deleted unless already going."""
+        it, so the hub drops its finalizer; then it is deleted unless already going. With
+        ``release``, the deleted job's finalizer goes once every Work is going."""
         found = [(r, works[r.work]) for r in intent.works if r.work in works]
         for removal, work in found:
             if removal.purge_now:
                 self.dispatcher.set_purge_mode(work, "Immediately")
+        going = True
         for removal, work in found:
             if removal.drop_agent_finalizer:
                 self.dispatcher.drop_agent_finalizer(work)
             if removal.delete:
-                self.dispatcher.delete_work(work)
+                going = self.dispatcher.delete_work(work) and going
+        if intent.release and going:
+            self.dispatcher.release(job, adapter)
 
     def unbind(self, intent: Unbind, job: Body, adapter: KindAdapter) -> None:
         """A requeued job whose Works are gone waits in its queue again. One that ran (not

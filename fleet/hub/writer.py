@@ -290,7 +290,7 @@ class Writer:
             case FailOver():
                 moves.fail_over(intent, job, adapter, ctx.works(job))
             case RemoveWorks():
-                moves.remove_works(intent, ctx.works(job))
+                moves.remove_works(intent, ctx.works(job), job, adapter)
             case Unbind():
                 moves.unbind(intent, job, adapter)
             case Release():

@@ -15,10 +15,10 @@ from typing import Any
 
 from fleet.api.kubeflow import OPERATOR_MANAGER
 from fleet.kinds.base import KindAdapter
-from fleet.kinds.kubeflow import MPI, PYTORCH, TF
+from fleet.kinds.kubeflow import JAX, MPI, PADDLE, PYTORCH, TF, XGBOOST
 from fleet.kinds.t9k import T9K_MPI, T9K_TF
 
-ADAPTERS: tuple[KindAdapter, ...] = (PYTORCH, TF, MPI, T9K_MPI, T9K_TF)
+ADAPTERS: tuple[KindAdapter, ...] = (PYTORCH, TF, MPI, JAX, PADDLE, XGBOOST, T9K_MPI, T9K_TF)
 
 _BY_KIND = {(a.resource.api_version, a.resource.kind): a for a in ADAPTERS}
 

@@ -72,3 +72,6 @@ class KubeflowAdapter(KindAdapter):
 PYTORCH = KubeflowAdapter(r.PYTORCHJOBS, "pytorchReplicaSpecs", ("Master",), "pytorchjob")
 TF = KubeflowAdapter(r.TFJOBS, "tfReplicaSpecs", ("Chief", "Master"), "tfjob")
 MPI = KubeflowAdapter(r.KUBEFLOW_MPIJOBS, "mpiReplicaSpecs", ("Launcher",), "mpijob")
+JAX = KubeflowAdapter(r.JAXJOBS, "jaxReplicaSpecs", (), "jaxjob")  # all workers decide
+PADDLE = KubeflowAdapter(r.PADDLEJOBS, "paddleReplicaSpecs", ("Master",), "paddlejob")
+XGBOOST = KubeflowAdapter(r.XGBOOSTJOBS, "xgbReplicaSpecs", ("Master",), "xgboostjob")

@@ -41,6 +41,9 @@ JOB_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("kubeflow.org/v1", "PyTorchJob"): kubeflow.PyTorchJob,
     ("kubeflow.org/v1", "TFJob"): kubeflow.TFJob,
     ("kubeflow.org/v1", "MPIJob"): kubeflow.MPIJob,
+    ("kubeflow.org/v1", "JAXJob"): kubeflow.JAXJob,
+    ("kubeflow.org/v1", "PaddleJob"): kubeflow.PaddleJob,
+    ("kubeflow.org/v1", "XGBoostJob"): kubeflow.XGBoostJob,
     ("batch.tensorstack.dev/v1beta1", "MPIJob"): t9k.MPIJob,
     ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob"): t9k.TensorFlowTrainingJob,
 }
@@ -154,6 +157,9 @@ def test_a_huge_count_that_bypassed_the_schema_is_refused_without_allocating() -
 
 @pytest.mark.parametrize(("api_version", "kind", "path"), [
     ("kubeflow.org/v1", "TFJob", ("spec", "tfReplicaSpecs", "Worker", "replicas")),
+    ("kubeflow.org/v1", "JAXJob", ("spec", "jaxReplicaSpecs", "Worker", "replicas")),
+    ("kubeflow.org/v1", "PaddleJob", ("spec", "paddleReplicaSpecs", "Worker", "replicas")),
+    ("kubeflow.org/v1", "XGBoostJob", ("spec", "xgbReplicaSpecs", "Worker", "replicas")),
     ("batch.tensorstack.dev/v1beta1", "MPIJob", ("spec", "worker", "replicas")),
     ("batch.tensorstack.dev/v1beta1", "TensorFlowTrainingJob",
      ("spec", "replicaSpecs", 0, "replicas")),

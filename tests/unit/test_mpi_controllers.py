@@ -70,7 +70,7 @@ def test_kubeflow_launcher_pod() -> None:
     assert spec["initContainers"][-1]["name"] == "kubectl-delivery"
     assert {"name": "mpi-kubectl", "mountPath": "/opt/kube"} in spec["containers"][0][
         "volumeMounts"]
-    assert launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] == "launcher"
+    assert launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
 
 
 def test_kubeflow_launcher_decides_and_cleans_workers_only() -> None:

@@ -111,13 +111,22 @@ def test_an_unhealthy_share_fails_over_immediately_mode_marks_requeue() -> None:
     assert move.reason == "a: ImagePullFailed for 100s (toleration 30s)"
 
 
-def test_a_deleted_job_takes_its_works_then_its_finalizer() -> None:
+def test_a_deleted_job_lets_go_once_every_work_is_going() -> None:
+    """The job goes at once, as under the training operator; each Work's agent finalizer
+    holds the Work until its member is purged (the hub drops it for a lost member)."""
     works = (WorkView("m-a/w", "a", keeps_copy=True), WorkView("m-b/w", "b", deleting=True))
     job = bound("j", works, stage=Stage.DELETING)
     [remove] = plan_pass(view(job, clusters=(member("a"),))).intents
     assert remove == RemoveWorks(job.key, (
         WorkRemoval("m-a/w", delete=True, purge_now=True),
-        WorkRemoval("m-b/w", delete=False, drop_agent_finalizer=True)), "job deleted")
+        WorkRemoval("m-b/w", delete=False, drop_agent_finalizer=True)), "job deleted",
+        release=True)
+    going = (replace(works[0], deleting=True), works[1])
+    assert plan_pass(view(replace(job, works=going), clusters=(member("a"), member("b")))
+                     ).intents == (Release(job.key),)
+    [lost] = plan_pass(view(replace(job, works=going), clusters=(member("a"),))).intents
+    assert isinstance(lost, RemoveWorks)  # b's agent cannot purge it: the hub lets it go
+    assert lost.works[1].drop_agent_finalizer
     assert plan_pass(view(replace(job, works=()))).intents == (Release(job.key),)
     assert not plan_pass(view(replace(job, works=(), dispatch_finalizer=False))).intents
 

@@ -56,7 +56,7 @@ JOBS = [c for c in ALL if _templates(c)]
 
 @pytest.mark.parametrize("crd", JOBS, ids=[c.name for c in JOBS])
 def test_pod_templates_name_every_core_field_with_fleets_bounds_over_them(crd: CRD) -> None:
-    assert len(JOBS) == 5
+    assert len(JOBS) == 8
     for path, template in _templates(crd):
         inner = nodes(template, path)
         assert not [p for p, n in inner if n.get("x-kubernetes-preserve-unknown-fields")]

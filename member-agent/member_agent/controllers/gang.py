@@ -10,8 +10,9 @@ Which scheduler a member has is found from its CRDs (``runtime``); the agent's
   only once Volcano has moved the PodGroup to ``Inqueue`` (or later), so pods of a job that
   does not fit never hold resources (kubeflow/training-operator#1264).
 - **scheduler-plugins coscheduling** (``podgroups.scheduling.x-k8s.io``): PodGroup with
-  ``minMember``; pods get ``schedulerName: scheduler-plugins-scheduler`` and the label
-  ``scheduling.x-k8s.io/pod-group``; no wait (the plugin holds pods at Permit).
+  ``minMember`` and the job's ``scheduleTimeoutSeconds``; pods get ``schedulerName:
+  scheduler-plugins-scheduler`` and the label ``scheduling.x-k8s.io/pod-group``; no wait
+  (the plugin holds pods at Permit, for that long).
 - **T9k scheduler** (``podgroups.scheduler.tensorstack.dev``): PodGroup with ``minMember``, a
   role per replica type, ``queue`` and ``priority``; pods get ``schedulerName: t9k-scheduler``
   and the labels ``scheduler.tensorstack.dev/group-name`` and ``.../role``.
@@ -53,6 +54,17 @@ ADMITTED_PHASES = ("Inqueue", "Running", "Completed")  # Volcano: pods may be cr
 
 
 @dataclass(frozen=True)
+class GangRequest:
+    """What a job asks its member's gang scheduler for (Kubeflow's ``schedulingPolicy``,
+    T9k's ``scheduler.t9kScheduler``)."""
+
+    queue: str = ""
+    priority: int | None = None
+    priority_class: str = ""
+    timeout_seconds: int | None = None  # scheduler-plugins: how long pods wait at Permit
+
+
+@dataclass(frozen=True)
 class Gang:
     scheduler: Scheduler
     name: str
@@ -62,6 +74,7 @@ class Gang:
     priority: int | None = None
     priority_class: str = ""
     roles: Mapping[str, int] = field(default_factory=dict)  # lower-case type -> replicas
+    timeout_seconds: int | None = None
 
     @property
     def resource(self) -> Resource:
@@ -73,6 +86,9 @@ class Gang:
             spec["queue"] = self.queue or "default"
             if self.priority_class:
                 spec["priorityClassName"] = self.priority_class
+        elif self.scheduler is Scheduler.PLUGINS:
+            if self.timeout_seconds is not None:
+                spec["scheduleTimeoutSeconds"] = self.timeout_seconds
         elif self.scheduler is Scheduler.T9K:
             spec["queue"] = self.queue or "default"
             spec["priority"] = self.priority or 0

@@ -15,7 +15,7 @@ from fleet.api import protocol
 from fleet.clients.resources import Resource
 from fleet.kinds.base import KindAdapter
 from member_agent.controllers import core
-from member_agent.controllers.gang import Gang
+from member_agent.controllers.gang import Gang, GangRequest
 from member_agent.controllers.naming import label_value, replica_name
 
 Body = dict[str, Any]
@@ -132,9 +132,9 @@ class JobKind:
         return core.to_clean_up(pods, self.cleanup(job),
                                 stop_unfinished=failed and self.stop_unfinished_on_failure)
 
-    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
-        """(queue, priority, priority class) the job asks its member's gang scheduler for."""
-        return "", None, ""
+    def gang_request(self, job: Mapping[str, Any]) -> GangRequest:
+        """What the job asks its member's gang scheduler for."""
+        return GangRequest()
 
     def pod_name(self, job_name: str, rtype: str, index: int) -> str:
         return replica_name(job_name, rtype, index)

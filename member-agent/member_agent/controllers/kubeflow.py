@@ -20,6 +20,7 @@ from fleet.kinds import kubeflow as kinds
 from fleet.kinds.base import KindAdapter
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
+from member_agent.controllers.gang import GangRequest
 from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
 
 GROUP_LABEL = "training.kubeflow.org"
@@ -61,9 +62,12 @@ class KubeflowKind(JobKind):
         return CLEAN_POD_POLICY.get(self.run_policy(job).get("cleanPodPolicy") or "None",
                                     core.Cleanup.NONE)
 
-    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
+    def gang_request(self, job: Mapping[str, Any]) -> GangRequest:
         policy = self.run_policy(job).get("schedulingPolicy") or {}
-        return policy.get("queue") or "", None, policy.get("priorityClass") or ""
+        timeout = policy.get("scheduleTimeoutSeconds")
+        return GangRequest(queue=policy.get("queue") or "",
+                           priority_class=policy.get("priorityClass") or "",
+                           timeout_seconds=timeout if isinstance(timeout, int) else None)
 
     def port(self, job: Mapping[str, Any], rtype: str) -> tuple[str, int] | None:
         spec = dict(self.replica_specs(job)).get(rtype) or {}
@@ -75,9 +79,13 @@ class KubeflowKind(JobKind):
 
     def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
         labels = {**super().labels(job, rtype, index), OPERATOR: self.operator}
-        if (rtype, index) == self.leader(list(self.world(job))):
+        if self.master_role(job, rtype, index):
             labels[JOB_ROLE] = "master"
         return labels
+
+    def master_role(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
+        """Whether the pod is labelled ``job-role: master`` (the SDK's ``is_master``)."""
+        return (rtype, index) == self.leader(list(self.world(job)))
 
     # -- status --------------------------------------------------------------------------
     def restarts_so_far(self, status: Mapping[str, Any]) -> int:

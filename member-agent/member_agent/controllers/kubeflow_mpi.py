@@ -28,7 +28,7 @@ from fleet.kinds import kubeflow as kinds
 from member_agent.controllers import core, mpi
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.kind import Body, owner
-from member_agent.controllers.kubeflow import JOB_ROLE, OPERATOR, KubeflowKind
+from member_agent.controllers.kubeflow import KubeflowKind
 from member_agent.controllers.naming import derived_name
 
 LAUNCHER, WORKER = "Launcher", "Worker"
@@ -72,10 +72,8 @@ class KubeflowMPIKind(mpi.LauncherAfterWorkers, KubeflowKind):
         return [self.pod_name(job["metadata"]["name"], WORKER, i)
                 for t in self.replica_types(job) if t.name == WORKER for i in t.indices()]
 
-    def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
-        labels = {**super().labels(job, rtype, index), OPERATOR: self.operator}
-        labels[JOB_ROLE] = rtype.lower()
-        return labels
+    def master_role(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
+        return rtype == LAUNCHER  # the operator's: the launcher, and no worker
 
     def _running(self, types: Sequence[core.ReplicaType],
                  counts: Mapping[str, core.Counts]) -> bool:

@@ -30,6 +30,7 @@ from member_agent.controllers import core, sshkeys, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
+from member_agent.controllers.kubeflow_frameworks import JAX, PADDLE, XGBOOST
 from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.reconcile import Decision, check, decide, invalid
 from member_agent.controllers.t9k import T9K_GROUP, TENSORFLOW
@@ -60,6 +61,7 @@ Body = dict[str, Any]
 COMPONENT = "fleet-agent"
 
 KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW, KUBEFLOW_MPI,
+                                                          JAX, PADDLE, XGBOOST,
                                                           T9K_MPI)}
 FIELD_MANAGER = "fleet-job-controller"
 
@@ -507,14 +509,15 @@ class JobController:
         available = self.schedulers.available()
         if not available:
             return None
-        queue, priority, priority_class = kind.gang_request(job)
-        scheduler = choose(available, asks_t9k=bool(queue) and kind.group == T9K_GROUP)
+        request = kind.gang_request(job)
+        scheduler = choose(available, asks_t9k=bool(request.queue) and kind.group == T9K_GROUP)
         types = kind.replica_types(job)
         meta = job["metadata"]
         return Gang(scheduler, meta["name"], meta["namespace"],
-                    min_member=sum(t.replicas for t in types), queue=queue, priority=priority,
-                    priority_class=priority_class,
-                    roles={t.label: t.replicas for t in types})
+                    min_member=sum(t.replicas for t in types), queue=request.queue,
+                    priority=request.priority, priority_class=request.priority_class,
+                    roles={t.label: t.replicas for t in types},
+                    timeout_seconds=request.timeout_seconds)
 
     def _apply(self, resource: r.Resource, body: Body, job: Mapping[str, Any]) -> None:
         """Server-side apply ``body`` unless this agent applied the same content already."""

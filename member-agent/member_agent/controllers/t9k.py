@@ -26,7 +26,7 @@ from typing import Any
 
 from fleet.kinds import t9k as kinds
 from member_agent.controllers import core, tensorboard
-from member_agent.controllers.gang import Gang
+from member_agent.controllers.gang import Gang, GangRequest
 from member_agent.controllers.kind import Body, JobKind, Observed, RunMode
 from member_agent.controllers.kubeflow import tf_config
 
@@ -69,10 +69,11 @@ class T9kKind(JobKind):
         return CLEAN_UP.get(self.run_policy(job).get("cleanUpPolicy") or "None",
                             core.Cleanup.NONE)
 
-    def gang_request(self, job: Mapping[str, Any]) -> tuple[str, int | None, str]:
+    def gang_request(self, job: Mapping[str, Any]) -> GangRequest:
         t9k = (job["spec"].get("scheduler") or {}).get("t9kScheduler") or {}
         priority = t9k.get("priority")
-        return t9k.get("queue") or "", None if priority is None else int(priority), ""
+        return GangRequest(queue=t9k.get("queue") or "",
+                           priority=None if priority is None else int(priority))
 
     def mode_spec(self, job: Mapping[str, Any], rtype: str, variant: str) -> Mapping[str, Any]:
         modes = job["spec"].get("runMode") or {}
@@ -98,7 +99,8 @@ class T9kKind(JobKind):
     def pod(self, job: Mapping[str, Any], rtype: core.ReplicaType, index: int, variant: str,
             gang: Gang | None) -> Body:
         body = super().pod(job, rtype, index, variant, gang)
-        queue, priority, _ = self.gang_request(job)
+        request = self.gang_request(job)
+        queue, priority = request.queue, request.priority
         if queue:
             labels = body["metadata"]["labels"]
             labels[ROLE_LABEL] = rtype.label
