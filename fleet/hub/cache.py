@@ -22,6 +22,7 @@ from typing import Any
 
 from fleet.api import protocol
 from fleet.api.protocol import HEARTBEAT_LEASE, member_namespace
+from fleet.clients.resources import JOB_KINDS
 from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
@@ -224,7 +225,12 @@ class Cache:
     def _mark(self, store: str, body: Mapping[str, Any]) -> None:
         dirty = self._dirty
         if store == JOBS:
-            dirty.jobs.add(self.key(body))
+            kind, namespace, name = self.key(body)
+            dirty.jobs.add((kind, namespace, name))
+            # a job of another kind with its name may wait for this one (one name, one job)
+            dirty.jobs.update(key for res in JOB_KINDS if (key := (
+                f"{res.api_version}/{res.kind}", namespace, name)) != (kind, namespace, name)
+                and key in self._stores[JOBS])
         elif store == WORKS:
             dirty.works.add(self.key(body))
             dirty.work_jobs.add(body.get("spec", {}).get("job", {}).get("uid", ""))

@@ -93,6 +93,12 @@ def built_from(job: Mapping[str, Any]) -> tuple[object, ...]:
             status.get("completionTime"))
 
 
+def _lookup(snap: Snapshot) -> checks.Lookup:
+    """The hub's jobs by kind, namespace and name, as :mod:`fleet.kinds.checks` reads them."""
+    return lambda api_version, kind, namespace, name: snap.jobs.get(
+        (f"{api_version}/{kind}", namespace, name))
+
+
 def _items(mapping: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(mapping.items())) if mapping else ()
 
@@ -220,7 +226,9 @@ class JobViews:
         (the job but its status, its Works', the context); else built anew."""
         meta = job["metadata"]
         uid = meta["uid"]
-        versions = (built_from(job), context.versions,
+        rivals = tuple(sorted(r["metadata"].get("uid", "")
+                              for r in checks.same_name(job, _lookup(snap))))
+        versions = (built_from(job), context.versions, rivals,
                     tuple(wk["metadata"].get("resourceVersion") for wk in snap.works_of(uid)),
                     tuple(wk["metadata"].get("resourceVersion") for wk in snap.evicting_of(uid)))
         known = self._views.get(uid)
@@ -258,7 +266,8 @@ class JobViews:
             return view if finished else self._elastic_bound(view, job, classes)
         if stage is not Stage.WAITING:
             return view
-        refused = refusal(job, why=JOB_COPIES)  # stored without the webhook (not installed)
+        refused = refusal(job, why=JOB_COPIES) or checks.name_taken_earlier(
+            job, _lookup(snap))  # stored without the webhook, or past it at the same time
         if refused:
             return replace(view, invalid=refused)
         try:

@@ -26,22 +26,45 @@ def managed_by_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | 
            f"(was {_quoted(before)})"
 
 
-def name_taken(new: Mapping[str, Any],
-               existing: Callable[[str, str, str, str], Mapping[str, Any] | None]) -> str | None:
-    """A job of another kind with the same namespace and name: on a member their pods and
-    Services would take the same names (``<job>-worker-0``), so the second could never run.
-    ``existing(api_version, kind, namespace, name)`` reads the hub's jobs."""
-    meta = new.get("metadata") or {}
+Lookup = Callable[[str, str, str, str], Mapping[str, Any] | None]
+
+
+def same_name(job: Mapping[str, Any], existing: Lookup) -> list[Mapping[str, Any]]:
+    """Jobs of the other kinds with ``job``'s namespace and name, as
+    ``existing(api_version, kind, namespace, name)`` reads them from the hub."""
+    meta = job.get("metadata") or {}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    out = []
     for adapter in ADAPTERS:
         res = adapter.resource
-        if (res.api_version, res.kind) == (new.get("apiVersion"), new.get("kind")):
-            continue
-        if existing(res.api_version, res.kind, namespace, name) is not None:
-            return (f"metadata.name: {res.kind} {namespace}/{name} ({res.group}) already has "
-                    f"this name; jobs of different kinds in one namespace share pod and "
-                    f"Service names on the members, so choose another name")
-    return None
+        if (res.api_version, res.kind) != (job.get("apiVersion"), job.get("kind")):
+            found = existing(res.api_version, res.kind, namespace, name)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def name_taken(new: Mapping[str, Any], existing: Lookup) -> str | None:
+    """A job of another kind with the same namespace and name: on a member their pods and
+    Services would take the same names (``<job>-worker-0``), so the second could never run."""
+    rivals = same_name(new, existing)
+    return _taken(rivals[0]) if rivals else None
+
+
+def name_taken_earlier(job: Mapping[str, Any], existing: Lookup) -> str | None:
+    """:func:`name_taken` for a job already stored (two created at once, both past the
+    webhook): the older one runs, by creation time then kind; the other waits, saying why."""
+    def order(body: Mapping[str, Any]) -> tuple[str, str]:
+        return str((body.get("metadata") or {}).get("creationTimestamp", "")), body["kind"]
+    older = [r for r in same_name(job, existing) if order(r) < order(job)]
+    return _taken(older[0]) if older else None
+
+
+def _taken(rival: Mapping[str, Any]) -> str:
+    meta, group = rival["metadata"], rival["apiVersion"].split("/")[0]
+    return (f"metadata.name: {rival['kind']} {meta.get('namespace', '')}/{meta.get('name', '')} "
+            f"({group}) already has this name; jobs of different kinds in one namespace share "
+            f"pod and Service names on the members, so choose another name")
 
 
 def gang_unsatisfiable(job: Mapping[str, Any]) -> str | None:

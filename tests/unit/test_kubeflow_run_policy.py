@@ -100,3 +100,24 @@ def test_a_second_kind_may_not_take_a_jobs_name() -> None:
     assert checks.name_taken(job, existing) is None  # its own kind: the API server's answer
     other = {**tf, "metadata": {"name": "train", "namespace": "elsewhere"}}
     assert checks.name_taken(other, existing) is None
+
+
+def test_of_two_kinds_created_at_once_the_older_runs_and_the_other_says_why() -> None:
+    py = seed_pytorchjob("train", "team")
+    py["metadata"]["creationTimestamp"] = "2026-11-29T07:00:00Z"
+    tf = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+          "metadata": {"name": "train", "namespace": "team",
+                       "creationTimestamp": "2026-11-29T07:00:00Z"}}
+    hub = {(b["apiVersion"], b["kind"]): b for b in (py, tf)}
+
+    def existing(api_version: str, kind: str, namespace: str, name: str) -> Body | None:
+        return hub.get((api_version, kind))
+
+    # the same second: by kind, PyTorchJob before TFJob
+    assert checks.name_taken_earlier(py, existing) is None
+    waits = checks.name_taken_earlier(tf, existing)
+    assert waits is not None
+    assert waits.startswith("metadata.name: PyTorchJob team/train (kubeflow.org)")
+    tf["metadata"]["creationTimestamp"] = "2026-11-29T06:59:59Z"
+    assert checks.name_taken_earlier(tf, existing) is None
+    assert checks.name_taken_earlier(py, existing) is not None
