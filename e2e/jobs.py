@@ -14,6 +14,7 @@ from e2e.conftest import eventually
 from e2e.localfleet import LocalFleet
 from e2e.localfleet.demo import EXAMPLES
 from fleet.api.limits import MAX_POD_STRING
+from fleet.api.protocol import MIRROR_PODS
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -157,10 +158,15 @@ def condition(status: Mapping[str, Any], kind: str) -> Body:
 PYTORCH_ONLY = (("kubeflow.org/v1", "PyTorchJob"),)
 
 
+KUBEFLOW_KINDS = tuple(("kubeflow.org/v1", kind) for kind in (
+    "PyTorchJob", "TFJob", "MPIJob", "JAXJob", "PaddleJob", "XGBoostJob"))
+
+
 def gang_namespace(hub: Kube, namespace: str, *, kinds: tuple[tuple[str, str], ...] = PYTORCH_ONLY,
-                   cluster: str | None = None, propagate_deps: bool = False) -> None:
+                   cluster: str | None = None, propagate_deps: bool = False,
+                   mirror_pods: bool = False) -> None:
     """Create ``namespace`` on the hub with a PropagationPolicy that gang-places ``kinds``
-    (on ``cluster`` only, when given)."""
+    (on ``cluster`` only, when given; with ``mirror_pods``, their pods mirrored on the hub)."""
     if hub.get_or_none(r.NAMESPACES, namespace) is None:
         hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": namespace}})
@@ -170,7 +176,8 @@ def gang_namespace(hub: Kube, namespace: str, *, kinds: tuple[tuple[str, str], .
         placement["clusterAffinity"] = {"clusterNames": [cluster]}
     hub.apply(r.PROPAGATIONPOLICIES, {
         "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "gang", "namespace": namespace},
+        "metadata": {"name": "gang", "namespace": namespace,
+                     **({"annotations": {MIRROR_PODS: "true"}} if mirror_pods else {})},
         "spec": {"propagateDeps": propagate_deps,
                  "resourceSelectors": [{"apiVersion": a, "kind": k} for a, k in kinds],
                  "placement": placement}}, field_manager="test")

@@ -19,30 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from e2e.jobs import KUBEFLOW_KINDS, gang_namespace
 from e2e.kubeflow_sdk import SUITE_TOOLS, sdk_python
 from e2e.localfleet import HUB, REPO
-from fleet.api.protocol import MIRROR_PODS
 from fleet.clients import errors
-from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
-KINDS = ("PyTorchJob", "TFJob", "MPIJob", "JAXJob", "PaddleJob", "XGBoostJob")
 SUITE = Path("sdk") / "python"
-
-
-def prepare(hub: Kube, namespace: str) -> None:
-    """The suite's namespace, with the policy that places its jobs."""
-    hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": namespace}}, field_manager="kubeflow-suite")
-    hub.apply(r.PROPAGATIONPOLICIES, {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "kubeflow-suite", "namespace": namespace,
-                     "annotations": {MIRROR_PODS: "true"}},
-        "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                     "customSchedulingType": "Gang"}},
-                 "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": kind}
-                                       for kind in KINDS]},
-    }, field_manager="kubeflow-suite")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no local fleet in {args.workdir} (run `make up` first)", file=sys.stderr)
         return 2
     try:
-        prepare(Kube(str(kubeconfig)), args.namespace)
+        gang_namespace(Kube(str(kubeconfig)), args.namespace, kinds=KUBEFLOW_KINDS,
+                       mirror_pods=True)
     except errors.ApiError as exc:
         print(f"error: the hub refused the suite's namespace: {exc}", file=sys.stderr)
         return 2

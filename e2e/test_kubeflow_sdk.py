@@ -22,17 +22,16 @@ import pytest
 
 from e2e import kubeflow_sdk
 from e2e.conftest import eventually
-from e2e.jobs import delete_jobs, seed_pytorchjob
+from e2e.jobs import KUBEFLOW_KINDS, delete_jobs, gang_namespace, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import POD_LOG
-from fleet.api.protocol import MIRROR_OF, MIRROR_PODS
+from fleet.api.protocol import MIRROR_OF
 from fleet.cli.main import main
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
 pytestmark = pytest.mark.e2e
 NAMESPACE = "sdk-e2e"
-SDK_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "JAXJob", "PaddleJob", "XGBoostJob")
 
 # Runs in the SDK's virtualenv: argv = kind, namespace, name; prints one JSON line.
 SCRIPT = textwrap.dedent('''
@@ -102,19 +101,9 @@ def sdk_python() -> Path:
 
 @pytest.fixture(scope="module")
 def mirrored(fleet: LocalFleet, hub: Kube) -> Iterator[str]:
-    """A namespace whose policy places PyTorchJobs and TFJobs as gangs, with mirror pods (its
+    """A namespace whose policy places the six Kubeflow kinds as gangs, with mirror pods (its
     jobs deleted at the end, so that no failed test leaves GPUs taken for the next module)."""
-    hub.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                             "metadata": {"name": NAMESPACE}}, field_manager="e2e")
-    hub.apply(r.PROPAGATIONPOLICIES, {
-        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "sdk", "namespace": NAMESPACE,
-                     "annotations": {MIRROR_PODS: "true"}},
-        "spec": {"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
-                                                     "customSchedulingType": "Gang"}},
-                 "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": kind}
-                                       for kind in SDK_KINDS]},
-    }, field_manager="e2e")
+    gang_namespace(hub, NAMESPACE, kinds=KUBEFLOW_KINDS, mirror_pods=True)
     yield NAMESPACE
     delete_jobs(hub, NAMESPACE, wait=True)
 

@@ -108,19 +108,17 @@ FLEET = GROUP
 JOB_COLUMNS_KUBEFLOW = (KUBEFLOW_STATE, AGE, PLACEMENT)
 JOB_COLUMNS_T9K = (T9K_STATE, AGE, PLACEMENT)
 
+def kubeflow_job(model: type[BaseModel]) -> CRD:
+    """A Kubeflow v1 job kind: its plural is its kind in lower case with an s."""
+    kind = str(model.model_fields["kind"].default)
+    return CRD(model, KUBEFLOW, "v1", kind, f"{kind.lower()}s",
+               categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW)
+
+
 ALL: tuple[CRD, ...] = (
-    CRD(kubeflow.PyTorchJob, KUBEFLOW, "v1", "PyTorchJob", "pytorchjobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
-    CRD(kubeflow.TFJob, KUBEFLOW, "v1", "TFJob", "tfjobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
-    CRD(kubeflow.MPIJob, KUBEFLOW, "v1", "MPIJob", "mpijobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
-    CRD(kubeflow.JAXJob, KUBEFLOW, "v1", "JAXJob", "jaxjobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
-    CRD(kubeflow.PaddleJob, KUBEFLOW, "v1", "PaddleJob", "paddlejobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
-    CRD(kubeflow.XGBoostJob, KUBEFLOW, "v1", "XGBoostJob", "xgboostjobs",
-        categories=("kubeflow", "fleet-jobs"), columns=JOB_COLUMNS_KUBEFLOW),
+    *(kubeflow_job(model) for model in (kubeflow.PyTorchJob, kubeflow.TFJob, kubeflow.MPIJob,
+                                        kubeflow.JAXJob, kubeflow.PaddleJob,
+                                        kubeflow.XGBoostJob)),
     CRD(t9k.MPIJob, T9K, "v1beta1", "MPIJob", "mpijobs", short_names=("mj",),
         categories=("t9k", "fleet-jobs"), columns=JOB_COLUMNS_T9K),
     CRD(t9k.TensorFlowTrainingJob, T9K, "v1beta1", "TensorFlowTrainingJob",

@@ -161,6 +161,13 @@ TF_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 MPI_TYPES = ("Launcher", "Worker")
 
 
+# An elasticPolicy's range: a missing bound takes the other's value, a given pair is ordered.
+MIN_NOT_ABOVE_MAX = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+    _rule("!has(self.minReplicas) || !has(self.maxReplicas) || "
+          "self.minReplicas <= self.maxReplicas",
+          "spec.elasticPolicy.minReplicas: must not be greater than maxReplicas")]})
+
+
 class RDZVConf(KubeModel):
     key: str = Field(max_length=limits.MAX_LABEL_VALUE)
     value: str = Field(default="", max_length=limits.MAX_TEXT)
@@ -171,10 +178,7 @@ class ElasticPolicy(KubeModel):
     anywhere from minReplicas to maxReplicas workers, admitted at what fits, grown as
     capacity frees and shrunk instead of evicted when preempted."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        _rule("!has(self.minReplicas) || !has(self.maxReplicas) || "
-              "self.minReplicas <= self.maxReplicas",
-              "spec.elasticPolicy.minReplicas: must not be greater than maxReplicas")]})
+    model_config = MIN_NOT_ABOVE_MAX
 
     min_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
     max_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
@@ -273,10 +277,7 @@ class PaddleElasticPolicy(KubeModel):
     """Paddle's elastic range, kept as the operator's API has it: fleet runs a PaddleJob at
     its replicas and does not resize it (only PyTorchJob's torchrun is resized)."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        _rule("!has(self.minReplicas) || !has(self.maxReplicas) || "
-              "self.minReplicas <= self.maxReplicas",
-              "spec.elasticPolicy.minReplicas: must not be greater than maxReplicas")]})
+    model_config = MIN_NOT_ABOVE_MAX
 
     min_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)
     max_replicas: int | None = Field(default=None, ge=1, le=limits.MAX_JOB_REPLICAS)

@@ -70,12 +70,17 @@ class KubeflowKind(JobKind):
                            timeout_seconds=timeout if isinstance(timeout, int) else None)
 
     def port(self, job: Mapping[str, Any], rtype: str) -> tuple[str, int] | None:
+        return self.port_name, self.port_number(job, rtype)
+
+    def port_number(self, job: Mapping[str, Any], rtype: str) -> int:
+        """The kind's port on ``rtype``'s training container: as its template names it, else
+        the kind's default (a Kubeflow kind always has one)."""
         spec = dict(self.replica_specs(job)).get(rtype) or {}
         for container in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
             for port in container.get("ports") or []:
                 if port.get("name") == self.port_name:
-                    return self.port_name, int(port["containerPort"])
-        return self.port_name, self.default_port
+                    return int(port["containerPort"])
+        return self.default_port
 
     def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
         labels = {**super().labels(job, rtype, index), OPERATOR: self.operator}
@@ -200,7 +205,7 @@ class PyTorchKind(KubeflowKind):
         rank = index if rtype == "Master" or "Master" not in world else index + world["Master"]
         env = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
         if "Master" in world:
-            port = str(self.port(job, "Master")[1])  # type: ignore[index]
+            port = str(self.port_number(job, "Master"))
             master = self.peer_host(job, "Master", 0)
             env += [{"name": "MASTER_PORT", "value": port},
                     {"name": "PET_MASTER_PORT", "value": port},
@@ -231,7 +236,7 @@ class PyTorchKind(KubeflowKind):
         low, high = policy.get("minReplicas"), policy.get("maxReplicas")
         low = low if low is not None else high if high is not None else workers
         high = high if high is not None else low
-        port = policy.get("rdzvPort") or self.port(job, "Worker")[1]  # type: ignore[index]
+        port = policy.get("rdzvPort") or self.port_number(job, "Worker")
         host = policy.get("rdzvHost") or self.peer_host(job, "Worker", 0)
         env = [{"name": "PET_RDZV_ENDPOINT", "value": f"{host}:{port}"},
                {"name": "PET_RDZV_BACKEND", "value": str(policy.get("rdzvBackend") or "c10d")},

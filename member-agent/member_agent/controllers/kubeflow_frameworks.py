@@ -26,9 +26,8 @@ class JAXKind(KubeflowKind):
 
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
             world: Mapping[str, int]) -> list[Body]:
-        port = self.port(job, "Worker")
         return [_var("PYTHONUNBUFFERED", 1),
-                _var("COORDINATOR_PORT", port[1] if port else self.default_port),
+                _var("COORDINATOR_PORT", self.port_number(job, "Worker")),
                 _var("COORDINATOR_ADDRESS", self.peer_host(job, "Worker", 0)),
                 _var("NUM_PROCESSES", sum(world.values())),
                 _var("PROCESS_ID", index)]
@@ -49,8 +48,7 @@ class PaddleKind(MastersLead):
     def env(self, job: Mapping[str, Any], rtype: str, index: int,
             world: Mapping[str, int]) -> list[Body]:
         meeting = "Master" if "Master" in world else "Worker"
-        port = self.port(job, meeting)
-        number = port[1] if port else self.default_port
+        number = self.port_number(job, meeting)
         env = [_var("PYTHONUNBUFFERED", 1), _var("PADDLE_JOB_ID", job["metadata"]["name"]),
                _var("PADDLE_NNODES", sum(world.values()))]
         if (rtype, index) == (meeting, 0):
@@ -73,16 +71,14 @@ class XGBoostKind(MastersLead):
             world: Mapping[str, int]) -> list[Body]:
         total = sum(world.values())
         rank = index + world.get("Master", 0) if rtype == "Worker" else index
-        master = self.port(job, "Master")
-        env = [_var("MASTER_PORT", master[1] if master else self.default_port),
+        env = [_var("MASTER_PORT", self.port_number(job, "Master")),
                _var("MASTER_ADDR", self.peer_host(job, "Master", 0)),
                _var("WORLD_SIZE", total), _var("RANK", rank), _var("PYTHONUNBUFFERED", 1)]
         if total > 1:
-            worker = self.port(job, "Worker")
-            env += [_var("WORKER_PORT", worker[1] if worker else self.default_port),
+            workers = range(world.get("Worker", 0))  # the other world-1: Master is one
+            env += [_var("WORKER_PORT", self.port_number(job, "Worker")),
                     _var("WORKER_ADDRS", ",".join(self.peer_host(job, "Worker", i)
-                                                  for i in range(min(total - 1,
-                                                                     world.get("Worker", 0)))))]
+                                                  for i in workers))]
         return env
 
 
