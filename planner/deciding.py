@@ -205,6 +205,7 @@ def decide(jobs: Sequence[JobView], view: PassView, carried: Waiting | None = No
         admission = AdmissionPass(quota.root, quota.ledger or quota.holdings, Pending(tuple(
             QuotaOf(members) for members in waiting.classes.values()
             if members[0].quota is not None)), quota.policies, quota.starvation_bound)
+        admission.leaving(quota.settling)
     state = _Pass(view, waiting, admission, dict(view.capacity),
                   PreemptionPass.start(view, waiting.of))
     state.tries = RESERVE_TRIES if view.timed or view.reservations else 0

@@ -141,6 +141,9 @@ class QuotaView:
     starvation_bound: int = DEFAULT_STARVATION_BOUND
     # The holdings as a ledger carried from pass to pass (instead of ``holdings``).
     ledger: QuotaLedger | None = None
+    # Jobs (keys) whose binds are being written: they hold their quota, but are never
+    # reclaimed (a requeue would race the bind, and the quota given away would be held twice).
+    settling: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,8 @@ class AdmissionPass:
             self._release(victim)
 
     def leaving(self, keys: Iterable[str]) -> None:
-        """Jobs this pass already evicts (priority preemption): never reclaimed as well."""
+        """Jobs never reclaimed in this pass: those it already evicts (priority preemption),
+        and those whose binds are still being written."""
         self._leaving.update(keys)
 
     def blocked(self, job: Job) -> bool:
@@ -368,10 +369,18 @@ class AdmissionPass:
         lists = {key: self._victims_of(key) for key in self.ledger.tree.leaves
                  if key != leaf.key}
         heads = {key: 0 for key, entries in lists.items() if entries}
+        # Only a leaf under the deepest node in the way (of a resource short) gives back
+        # what is short: a borrower of another cohort frees the root, never the job's own
+        # cohort at its max (taken, it would be preempted in vain).
         victims: list[Holding] = []
-        while self._blockers(leaf, job.charge, usage):
+        while blockers := self._blockers(leaf, job.charge, usage):
+            deepest: dict[str, str] = {}  # resource -> its blocker nearest the leaf
+            for b in blockers:  # in path order, the leaf first
+                deepest.setdefault(b.resource, b.node)
+            short = [(node, resource) for resource, node in deepest.items()]
             above = [(lists[key][i][0], key) for key, i in heads.items()
-                     if i < len(lists[key]) and self._above_min(key, usage)]
+                     if i < len(lists[key]) and self._above_min(key, usage)
+                     and any(node in self._paths[key] for node, _ in short)]
             if not above:
                 return ()
             _, other = min(above)
@@ -379,6 +388,9 @@ class AdmissionPass:
             heads[other] += 1
             if victim.job.key in self._leaving:
                 continue  # evicted in this very pass: a requeue would race
+            if not any(victim.job.charge.get(resource) for node, resource in short
+                       if node in self._paths[other]):
+                continue  # holds none of what is short: blockers only shrink, so never
             for key in self._paths[other]:
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             victims.append(victim)

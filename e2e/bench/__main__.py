@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from e2e.bench import inprocess, kueue, onfleet, passes, scale
@@ -33,6 +35,9 @@ def main() -> None:
     parser.add_argument("--scale-jobs", type=int, default=10_000)
     parser.add_argument("--scale-seconds", type=float, default=900.0,
                         help="the longest the scale bench waits for every job to be bound")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep each part's fleet (logs, kubeconfigs) under this folder "
+                        "instead of a temporary one removed at the end")
     parser.add_argument("--kueue-config", default="baseline",
                         help="which of Kueue's scheduler test configurations (its folder name)")
     parser.add_argument("--kueue-scale", type=float, default=1.0,
@@ -57,24 +62,36 @@ def main() -> None:
                                        passes=4 if args.short else 20,
                                        first_look=8 if args.short else 64)
     if "onfleet" in parts:
-        with tempfile.TemporaryDirectory(prefix="fleet-bench-") as workdir:
+        with workdir_for(args.workdir, "onfleet") as workdir:
             phases = tuple(p for p in args.onfleet_phases.split(",") if p)
             if unknown := set(phases) - set(onfleet.PHASES):
                 parser.error(f"--onfleet-phases: no phase {', '.join(sorted(unknown))}")
             results += onfleet.run(Path(workdir), jobs=args.jobs, pending=args.pending,
                                    phases=phases, latency_jobs=args.latency_jobs)
     if "scale" in parts:
-        with tempfile.TemporaryDirectory(prefix="fleet-scale-") as workdir:
+        with workdir_for(args.workdir, "scale") as workdir:
             results += scale.run(Path(workdir), members=args.scale_members,
                                  nodes=args.scale_nodes, jobs=args.scale_jobs,
                                  limit=args.scale_seconds)
     if "kueue" in parts:
-        with tempfile.TemporaryDirectory(prefix="fleet-kueue-") as workdir:
+        with workdir_for(args.workdir, "kueue") as workdir:
             variants = tuple(v for v in args.kueue_variants.split(",") if v)
             results += kueue.run(Path(workdir), config_name=args.kueue_config,
                                  scale=args.kueue_scale, variants=variants)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     report(results, args.out)
+
+
+@contextmanager
+def workdir_for(kept: Path | None, part: str) -> Iterator[str]:
+    """A part's working folder: under ``kept`` (left for reading its logs) or temporary."""
+    if kept is None:
+        with tempfile.TemporaryDirectory(prefix=f"fleet-{part}-") as workdir:
+            yield workdir
+        return
+    folder = kept / part
+    folder.mkdir(parents=True, exist_ok=True)
+    yield str(folder)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from e2e.bench.members import CountingKube, Fleet
-from e2e.bench.onfleet import cpu_seconds, say
+from e2e.bench.onfleet import cpu_seconds, per_job_writes, say, writes
 from e2e.bench.results import Result
 from e2e.bench.scale import queued_gangs, register
 from e2e.bench.webhooks import without_webhook
@@ -53,6 +53,7 @@ CONFIG = "test/performance/scheduler/configs/{name}/generator.yaml"
 CPU_NODE = (("", 0, 64, 256),)  # (GPU model, GPUs, cores, GiB): CPU-only nodes
 START_DELAY = 0.1  # seconds from a Work's arrival to its pod running on a simulated member
 PLACEMENT = "fleet.sh/placement"
+REQUEUE = "fleet.sh/requeue"  # marked to leave its placement: it holds no quota from then
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,11 @@ class Outcome:
     evictions: int
     cpu: float
     unfinished: int = 0
+    # fleet only: seconds from bound to finished as the hub's watch shows them, beyond the
+    # job's runtime (Work to the member, its report back, the job's status written), of
+    # the jobs never evicted
+    overhead: float = 0.0
+    peak: float = 0.0  # the most any cohort held at once, as a fraction of its max
 
 
 def kueue_binaries() -> Path:
@@ -224,25 +230,40 @@ class Ledger:
     held: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     finished: dict[str, float] = field(default_factory=dict)
     evictions: int = 0
+    evicted: set[str] = field(default_factory=set)
+    # CPUs each cohort's bound, unfinished jobs hold as the watch shows them, and the most
+    # ever seen: above the cohort's max, quota was over-committed
+    cohort_use: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    cohort_peak: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def seen(self, body: dict[str, Any], now: float) -> None:
         meta = body["metadata"]
         key = f"{meta.get('namespace')}/{meta.get('name')}"
-        placed = PLACEMENT in (meta.get("annotations") or {})
+        placed = PLACEMENT in (meta.get("annotations") or {}) and \
+            REQUEUE not in (meta.get("annotations") or {})
         done = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
                    for c in (body.get("status") or {}).get("conditions") or [])
         with self.lock:
-            if placed and key not in self.bound:
+            if placed and key not in self.bound and key not in self.finished:
                 self.bound[key] = now
                 self.first_bound.setdefault(key, now)
+                self._hold(key, +1)
             elif not placed and key in self.bound and key not in self.finished:
                 self.held[key] += now - self.bound.pop(key)
                 self.evictions += 1
+                self.evicted.add(key)
+                self._hold(key, -1)
             if done and key not in self.finished:
                 self.finished[key] = now
                 if key in self.bound:
                     self.held[key] += now - self.bound.pop(key)
+                    self._hold(key, -1)
+
+    def _hold(self, key: str, sign: int) -> None:
+        cohort = key.split("/", 1)[0].rsplit("-cohort-", 1)[-1]
+        self.cohort_use[cohort] += sign * self.size.get(key, 0)
+        self.cohort_peak[cohort] = max(self.cohort_peak[cohort], self.cohort_use[cohort])
 
 
 def watch_jobs(hub: Kube, ledger: Ledger, stop: threading.Event) -> None:
@@ -296,6 +317,7 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
         watcher = threading.Thread(target=watch_jobs, args=(hub, ledger, stop), daemon=True)
         watcher.start()
         cpu_before = cpu_seconds(fleet).get("hub", 0.0)
+        writes_before = writes(hub)
         say(f"fleet: the hub starts; {config.jobs:,} jobs in {len(config.queue_names())} "
             f"queues, {len(config.sets)} workload sets each, created as Kueue's generator "
             f"does, on {members} simulated members")
@@ -312,6 +334,11 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
             for creator in creators:
                 creator.result()
         cpu = cpu_seconds(fleet).get("hub", 0.0) - cpu_before
+        say("fleet: a job's way from bound to finished (never evicted), mean seconds: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in segments(ledger, sim.trace).items()))
+        total, shown = per_job_writes(writes_before, writes(hub), config.jobs)
+        say(f"fleet: {total:.1f} API writes per job, every client's (the jobs' creation "
+            f"included): {shown}")
         return outcome(ledger, config, started, cpu)
     finally:
         stop.set()
@@ -335,6 +362,25 @@ def follow(ledger: Ledger, jobs: int, started: float, limit: float) -> None:
             return
 
 
+SEGMENTS = (("bound", "seen"), ("seen", "running"), ("running", "done"),
+            ("done", "reported"), ("reported", "finished"))
+
+
+def segments(ledger: Ledger, trace: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Mean seconds of each step from bound (the hub's watch) to finished (the same watch),
+    through the simulated member (its Work seen, pods running, ended, reported)."""
+    spent: dict[str, list[float]] = defaultdict(list)
+    with ledger.lock:
+        for key, at in ledger.finished.items():
+            if key in ledger.evicted or key not in ledger.first_bound:
+                continue
+            times = {**trace.get(key, {}), "bound": ledger.first_bound[key], "finished": at}
+            for start, end in SEGMENTS:
+                if start in times and end in times:
+                    spent[f"{start}->{end}"].append(times[end] - times[start])
+    return {k: sum(v) / len(v) for k, v in spent.items()}
+
+
 def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outcome:
     with ledger.lock:
         end = max(ledger.finished.values(), default=time.monotonic())
@@ -344,10 +390,15 @@ def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outco
             waits[ledger.klass[key]].append(at - ledger.created[key])
         used = sum(ledger.size[key] * held for key, held in ledger.held.items())
         unfinished = config.jobs - len(ledger.finished)
+        peak = max(ledger.cohort_peak.values(), default=0) / (config.nominal * config.queues)
+        beyond = [at - ledger.first_bound[key] - config.classes[ledger.klass[key]].runtime
+                  for key, at in ledger.finished.items()
+                  if key in ledger.first_bound and key not in ledger.evicted]
     quota = config.nominal * config.queues * config.cohorts
     return Outcome(wall=wall, admission={k: sum(v) / len(v) for k, v in waits.items()},
                    usage=used / (quota * wall) if wall else 0.0, evictions=ledger.evictions,
-                   cpu=cpu, unfinished=unfinished)
+                   cpu=cpu, unfinished=unfinished,
+                   overhead=sum(beyond) / len(beyond) if beyond else 0.0, peak=peak)
 
 
 # -- side by side ----------------------------------------------------------------------------
@@ -390,6 +441,11 @@ def run(workdir: Path, *, config_name: str = "baseline", scale: float = 1.0,
                           100 * kueue.usage, "%", False))
     results.append(beside(f"scheduler CPU seconds, {what}, fleet's hub", ours.cpu,
                           kueue.cpu, "s", False))
+    results.append(Result(f"bound -> finished beyond the runtime, {what}, fleet",
+                          ours.overhead, "s", ""))
+    results.append(Result(f"most quota a cohort held at once, of its max, {what}, fleet",
+                          100 * ours.peak, "%", "<= 100",
+                          note="as the hub's watch shows bound, unfinished jobs"))
     results.extend(Result(f"wall time, {what}, Kueue, {name}", side.wall, "s", "")
                    for name, side in theirs.items() if name != variants[0])
     if ours.unfinished:

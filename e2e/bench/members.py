@@ -20,6 +20,7 @@ import random
 import re
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -112,6 +113,12 @@ def seconds(duration: str, default: float = 30.0) -> float:
     units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
     parts = re.findall(r"([0-9.]+)(ms|h|m|s)", duration or "")
     return sum(float(n) * units[u] for n, u in parts) if parts else default
+
+
+def hub_job(work: Body) -> str:
+    """The hub job a Work carries a share of, as ``namespace/name``."""
+    job = work["spec"]["job"]
+    return f"{job.get('namespace')}/{job.get('name')}"
 
 
 def member_uid(work: Body) -> str:
@@ -312,6 +319,10 @@ class Fleet:
         self.threads: list[threading.Thread] = []
         self.succeeded = 0
         self.started = 0
+        # Per hub job ("namespace/name"), when (monotonic) its Work was first seen here, its
+        # pods ran, they ended, and the report saying so was written: where a job's time
+        # between its bind and its end on the hub goes.
+        self.trace: dict[str, dict[str, float]] = defaultdict(dict)
 
     def gpus(self) -> int:
         return sum(int(n["status"]["allocatable"].get(GPU, "0"))
@@ -361,6 +372,12 @@ class Fleet:
             marked = member.sync.status.take_marked()
             if marked:
                 member.sync.status.report(marked)
+                now = time.monotonic()
+                for name in marked:
+                    work = member.sync.book.get(name)
+                    times = self.trace.get(hub_job(work)) if work is not None else None
+                    if times is not None and "done" in times:
+                        times.setdefault("reported", now)
 
         with ThreadPoolExecutor(8, thread_name_prefix="status") as pool:
             while not stop.is_set():
@@ -385,6 +402,7 @@ class Fleet:
         if work["metadata"].get("deletionTimestamp"):
             self.timeline.at(time.monotonic(), lambda: member.forget(work))
         elif not known:
+            self.trace[hub_job(work)].setdefault("seen", time.monotonic())
             member.sync.book.record(work)  # claimed now: a MODIFIED before the apply is no new Work
             self.timeline.at(time.monotonic(), lambda: self._run(member, work))
 
@@ -397,11 +415,13 @@ class Fleet:
             current, _ = member.state.stores.read(key_of(job))
             if current is not None and current["metadata"]["uid"] == member_uid(work):
                 member.run_pods(current, "Running")
+                self.trace[hub_job(work)].setdefault("running", time.monotonic())
 
         def done() -> None:
             current, _ = member.state.stores.read(key_of(job))
             if current is not None and current["metadata"]["uid"] == member_uid(work):
                 member.run_pods(current, "Succeeded")
+                self.trace[hub_job(work)].setdefault("done", time.monotonic())
                 self.succeeded += 1
 
         now = time.monotonic()

@@ -62,6 +62,15 @@ def _refused(exc: errors.ApiError) -> Exception:
     return exc
 
 
+def still_bound_as(decided: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """``current`` is the job ``decided`` was read as, bound to the same placement and not
+    marked to leave it since (whatever else changed: its status)."""
+    before, now = decided["metadata"], current["metadata"]
+    marks, placed = before.get("annotations") or {}, now.get("annotations") or {}
+    return before.get("uid") == now.get("uid") and p.REQUEUE not in placed and all(
+        marks.get(k) == placed.get(k) for k in (p.PLACEMENT, p.PLACEMENT_GENERATION))
+
+
 def unfenced() -> str:
     """The term of a hub that runs alone (tests, a bench): every write allowed."""
     return ""
@@ -128,10 +137,24 @@ class Dispatcher:
                 p.REQUEUE: None, **(extra or {})}}}, guarded=True, swallow=STALE)
 
     def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
-                     extra: Mapping[str, str] | None = None) -> bool:
-        """Mark a bound job to go back to its queue; its Works are deleted next."""
-        return self._patch(adapter.resource, job, {"metadata": {"annotations": {
-            p.REQUEUE: reason, **(extra or {})}}}, guarded=True, swallow=STALE) is not None
+                     extra: Mapping[str, str] | None = None, tries: int = 3) -> Body | None:
+        """Mark a bound job to go back to its queue; its Works are deleted next. Guarded by
+        the version decided on, and again by a newer one as long as the job is still bound
+        as decided (its status written meanwhile): the quota it held may already be given
+        to another job, so a preemption lost to a status write would leave the tree above
+        its max. The job as marked; None when it ended, was unbound or bound again since."""
+        patch = {"metadata": {"annotations": {p.REQUEUE: reason, **(extra or {})}}}
+        meta = job["metadata"]
+        for _ in range(tries):
+            marked = self._patch(adapter.resource, job, patch, guarded=True, swallow=STALE)
+            if marked is not None:
+                return marked
+            current = self.kube.get_or_none(adapter.resource, meta["name"], meta["namespace"])
+            if current is None or not still_bound_as(job, current) \
+                    or adapter.is_finished(current):
+                return None
+            job = current
+        return None
 
     def resize(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
                clusters: Sequence[str], mark: str) -> Body | None:

@@ -76,9 +76,12 @@ class Moves:
     # -- preemption -------------------------------------------------------------------------
     def preempt(self, intent: Requeue, victim: Body, adapter: KindAdapter,
                 claimant: Body | None) -> None:
-        """A quota reclaim: the victim goes back to its queue."""
-        if not self.dispatcher.mark_requeue(victim, adapter, intent.reason):
+        """A quota reclaim: the victim goes back to its queue (in the cache at once: the
+        passes count its quota as given back from now on)."""
+        marked = self.dispatcher.mark_requeue(victim, adapter, intent.reason)
+        if marked is None:
             return
+        self.cache.upsert("jobs", marked)
         metrics.PREEMPTIONS.labels("reclaim").inc()
         self.dispatcher.event(victim, "Preempted", intent.reason, "Warning")
         if claimant is not None:
@@ -101,6 +104,7 @@ class Moves:
                 self.dispatcher.event(victim, "Preempted", reason, "Warning")
                 log.info("preempted %s for %s", key, intent.job)
         self.dispatcher.event(preemptor, "Preempting", intent.reason)
+        log.info("preempting for %s: %s", intent.job, intent.reason)
 
     def resize(self, intent: Resize, job: Body, adapter: KindAdapter, snap: Snapshot) -> None:
         """An elastic job grown or shrunk in place: its placement (same generation), then

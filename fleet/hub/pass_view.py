@@ -13,7 +13,7 @@ job again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -117,10 +117,12 @@ class PassViewBuilder:
               inflight: Mapping[str, Sequence[Resources]], failed: Callable[[Body, Exception],
                                                                             None],
               carried: Carried = Carried(), context: Context | None = None,
-              inflight_holdings: Sequence[Holding] = ()) -> PassView:
+              inflight_holdings: Sequence[Holding] = (),
+              reclaiming: Collection[str] = ()) -> PassView:
         """The view of ``looked`` (the jobs to look at this pass, in creation order) and of
         the waiting jobs ``carried`` brings; a job that cannot be read is left out and
-        handed to ``failed``. ``inflight_holdings``: the quota of binds being written."""
+        handed to ``failed``. ``inflight_holdings``: the quota of binds being written;
+        ``reclaiming``: the jobs (keys) whose requeue for a reclaim is being written."""
         context = context or self.context(snap)[0]
         for uid in changes.gone:
             self.jobs.forget(uid)
@@ -141,7 +143,8 @@ class PassViewBuilder:
         # Most passes (a status arrived) have nothing to place or grow: assumed capacity
         # only then.
         capacity = self.assumed.views(clusters, snap, inflight) if placing else {}
-        quota = self.quota_view(snap, context, changed, changes.gone, inflight_holdings)
+        quota = self.quota_view(snap, context, changed, changes.gone, inflight_holdings,
+                                reclaiming)
         cells = self.cells(snap, by_name, quota)
         preemption = self.preemption_view(snap, now.timestamp(), views, waiting, context,
                                           quota, carried)
@@ -184,7 +187,12 @@ class PassViewBuilder:
                               PREEMPTION_RETRY_SECONDS)
 
     def quota_view(self, snap: Snapshot, context: Context, changed: Sequence[Body],
-                   gone: Iterable[str], inflight: Sequence[Holding] = ()) -> QuotaView | None:
+                   gone: Iterable[str], inflight: Sequence[Holding] = (),
+                   reclaiming: Collection[str] = ()) -> QuotaView | None:
+        """The quota as decided: binds being written hold theirs already, and the victims
+        of a reclaim being written hold none (the pass that reclaimed gave it away; counted
+        until their requeue lands, the tree looked above its max, and more was reclaimed
+        for it, across cohorts even)."""
         tree = q.active_tree(snap)
         if tree is None:
             return None
@@ -192,11 +200,13 @@ class PassViewBuilder:
                                       self.jobs.placed_demand)
         known = ledger.holdings
         pending = [h for h in inflight if h.job.key not in known]
-        if pending:  # binds being written hold their quota already
-            ledger = ledger.changed(pending, ())
+        leaving = [key for key in reclaiming if key in known]
+        if pending or leaving:
+            ledger = ledger.changed(pending, leaving)
         names = queue_names(p.path for p in walk(tree[1]))
         return QuotaView(tree[1], policies=q.queue_policies(snap, names),
-                         starvation_bound=self.starvation_bound, ledger=ledger)
+                         starvation_bound=self.starvation_bound, ledger=ledger,
+                         settling=frozenset(h.job.key for h in inflight))
 
 
 def _bodies(snap: Snapshot, changes: Changes) -> list[Body]:

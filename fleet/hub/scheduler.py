@@ -264,7 +264,8 @@ class Scheduler:
             snap, now, stamp or now_text(), changes or Changes(), jobs, clusters, assumed,
             lambda job, exc: self.writer.failures.failed(JobKey.of_body(job),
                                                          "job skipped this pass", exc),
-            carried or Carried(), context, self.writer.inflight_holdings())
+            carried or Carried(), context, self.writer.inflight_holdings(),
+            self.writer.reclaiming())
 
     def mirror(self, view: PassView, ctx: PassContext) -> None:
         """Bound jobs looked at: their Works' reports into their status, their spec changes

@@ -130,6 +130,7 @@ class Writer:
         self._waits = ThreadPoolExecutor(self.workers // 4, thread_name_prefix="wait")
         # jobs (by uid) with a write off the pass under way, and that write
         self._under_way: dict[str, Future[object]] = {}
+        self._reclaiming: set[str] = set()  # jobs (by key) whose reclaim is being written
         self.telling = Telling(self.cache, self.dispatcher)
         self.binder = Binder(self.cache, self.dispatcher, self.telling)
         self.moves = Moves(self.cache, self.dispatcher, self.telling, self.binder,
@@ -224,6 +225,9 @@ class Writer:
         statuses off the pass, a job's moves in their order; one failing never stops the
         others."""
         moving: dict[str, list[Intent]] = {}
+        # A reclaim's requeue lands before any later bind of the pass is sent: those binds
+        # may spend the quota it frees, and the tree is never seen above its max.
+        reclaims: list[Future[object]] = []
         for intent in intents:
             if isinstance(intent, QueueReport):
                 continue  # (fleet.hub.reporting publishes the Queues)
@@ -232,7 +236,10 @@ class Writer:
                 continue
             try:
                 if isinstance(intent, Bind):
-                    self.start_bind(intent, job, ctx)
+                    self.start_bind(intent, job, ctx, after=tuple(reclaims))
+                elif isinstance(intent, Requeue):
+                    reclaims.append(self._reclaim(intent, [*moving.pop(intent.job, []), intent],
+                                                  job, ctx))
                 elif isinstance(intent, OFF_PASS):
                     moving.setdefault(intent.job, []).append(intent)
                 elif isinstance(intent, Wait):
@@ -248,6 +255,27 @@ class Writer:
                 targets = _written_by(moves, job, ctx)
                 if not any(map(self.changing, targets)):
                     self._off_pass(self._pool, targets, self._move, key, moves, job, ctx)
+
+    def _reclaim(self, intent: Requeue, moves: Sequence[Intent], job: Body,
+                 ctx: PassContext) -> Future[object]:
+        """A reclaim's requeue (and the job's moves before it), off the pass; until it
+        lands, the job holds no quota in the passes' view (:meth:`reclaiming`)."""
+        with self._lock:
+            self._reclaiming.add(intent.job)
+        future = cast("Future[object]", self._off_pass(
+            self._pool, _written_by(moves, job, ctx), self._move, intent.job, moves, job, ctx))
+
+        def landed(_: Future[object]) -> None:
+            with self._lock:
+                self._reclaiming.discard(intent.job)
+
+        future.add_done_callback(landed)
+        return future
+
+    def reclaiming(self) -> frozenset[str]:
+        """The jobs (keys) whose requeue for a reclaim is being written."""
+        with self._lock:
+            return frozenset(self._reclaiming)
 
     def tell_waiting(self, why: Wait, job: Body) -> None:
         if self.changing(job):
@@ -299,17 +327,21 @@ class Writer:
                 log.info("deleting %s: %s", intent.job, intent.reason)
                 self.dispatcher.delete_job(job, adapter)
 
-    def start_bind(self, bind: Bind, job: Body, ctx: PassContext) -> None:
+    def start_bind(self, bind: Bind, job: Body, ctx: PassContext,
+                   after: Sequence[Future[object]] = ()) -> None:
+        """Write the bind in the background, once the writes ``after`` have landed."""
         spent: dict[str, list[Resources]] = {}
         for cluster, requests in bind.spent:
             spent.setdefault(cluster, []).extend(requests)
         with self._lock:
             self._inflight[job["metadata"]["uid"]] = (spent, ctx.holdings.get(bind.job))
         stages.CLOCK.decided(job["metadata"]["uid"])
-        self._pool.submit(self._bind, bind, job, ctx.snap)
+        self._pool.submit(self._bind, bind, job, ctx.snap, after)
 
-    def _bind(self, bind: Bind, job: Body, snap: Snapshot) -> None:
+    def _bind(self, bind: Bind, job: Body, snap: Snapshot,
+              after: Sequence[Future[object]] = ()) -> None:
         try:
+            wait(after)
             self.binder.bind(bind, self.after_writes(job), snap)
         except NotLeading:
             log.info("bind of %s abandoned: this replica no longer leads", bind.job)

@@ -315,3 +315,35 @@ def test_a_leaf_within_its_min_always_gets_its_job_in(root: QuotaNode, seed: int
     # would leave them all out.
     if any(fits(root, [h.job]) for h in holdings):
         assert kept, "no other leaf's job was admitted though one fits the empty tree"
+
+
+def test_a_reclaim_takes_only_jobs_under_the_quota_in_its_way() -> None:
+    """Two cohorts, each at its max: a claim in one takes back quota only from its own
+    cohort's borrowers. A borrower of the other cohort, however young, frees nothing that is
+    in its way (Kueue's reclaimWithinCohort reclaims within the cohort too)."""
+    def cohort(name: str) -> QuotaNode:
+        return QuotaNode(name, min={GPU: 8}, max={GPU: 8}, children=(
+            QuotaNode(f"{name}1", min={GPU: 4}, max={GPU: 8}, namespaces=(f"{name}-1",)),
+            QuotaNode(f"{name}2", min={GPU: 4}, max={GPU: 8}, namespaces=(f"{name}-2",))))
+    root = QuotaNode("root", min={GPU: 16}, max={GPU: 16}, children=(cohort("a"), cohort("b")))
+    policies = {f"root/{c}/{c}{i}": QueuePolicy.PRIORITY for c in "ab" for i in (1, 2)}
+    held = [Holding(job(f"{c}{i}", f"{c}-1", gpus=2, created=f"2026-01-01T00:00:0{i}Z"),
+                    f"2026-01-01T00:01:{i}{'0' if c == 'a' else '5'}Z")
+            for c in "ab" for i in range(4)]  # each cohort's first leaf borrows all of it
+    claim = job("claim", "a-2", gpus=2, created="2026-01-01T00:02:00Z")
+    verdict = AdmissionPass(root, held, [claim], policies).check(claim)
+    assert verdict.fits
+    assert [v.job.key for v in verdict.victims] == ["PyTorchJob/a-1/a3"]
+
+
+def test_a_job_whose_bind_is_being_written_is_never_reclaimed() -> None:
+    """Its requeue would race the bind and lose: the quota given to the claimant would then
+    be held twice (the hub's in-flight binds come to the pass as ``settling``)."""
+    root, policies = two_teams()
+    borrowed = [Holding(job(f"a{i}", "team-a", gpus=2, created=f"2026-01-01T00:00:0{i}Z"),
+                        f"2026-01-01T00:01:0{i}Z") for i in range(4)]
+    claim = job("b0", "team-b", gpus=4, created="2026-01-01T00:02:00Z")
+    admission = AdmissionPass(root, borrowed, [claim], policies)
+    admission.leaving(["PyTorchJob/team-a/a3"])
+    assert [v.job.key for v in admission.check(claim).victims] == [
+        "PyTorchJob/team-a/a2", "PyTorchJob/team-a/a1"]

@@ -77,15 +77,21 @@ class PlainPass(AdmissionPass):
         usage = {k: dict(v) for k, v in self._usage.items()}
         members = {k: list(v) for k, v in self._members.items()}
         victims: list[Holding] = []
-        while self._blockers(leaf, job.charge, usage):
+        while blockers := self._blockers(leaf, job.charge, usage):
+            deepest: dict[str, str] = {}
+            for b in blockers:
+                deepest.setdefault(b.resource, b.node)
             candidates = []
             for key, holdings in members.items():
                 node = self._nodes[key].node
                 used = usage[key]
                 if key != leaf.key and node.is_leaf and any(
                         used.get(r, 0) > node.min.get(r, 0) for r in used if r != MAX_JOBS):
-                    # never a job admitted in this pass: its bind and requeue would race
-                    candidates.extend(h for h in holdings if h.job.key not in self._done)
+                    # never a job admitted in this pass: its bind and requeue would race;
+                    # only one under the deepest node in the way, holding what is short
+                    candidates.extend(h for h in holdings if h.job.key not in self._done
+                                      and any(n in self._paths[key] and h.job.charge.get(r)
+                                              for r, n in deepest.items()))
             candidates.sort(key=lambda h: (h.job.priority, _desc(h.admitted), h.job.key))
             if not candidates:
                 return ()
