@@ -15,6 +15,13 @@ admits strictly in that order; with the Priority policy a job that does not fit 
 behind it pass, until ``starvation_bound`` later jobs of its queue have been admitted past it:
 then it blocks its queue until it fits, so a large job cannot starve.
 
+Across leaves, a job that waits for an ancestor's quota (its leaf has room, a cohort above it
+does not) keeps that ancestor's quota from lower-priority jobs that would borrow under it, for
+the rest of the pass: each CPU freed in the cohort would otherwise go to the next small job
+of another leaf that fits, and a large job of higher priority wait for ever (Kueue's cycle
+keeps a cohort's quota for a workload that may preempt the same way). Jobs within their own
+leaf's min are never held back.
+
 An :class:`AdmissionPass` is driven by the hub for one scheduling pass. It holds no clock and
 does no I/O; equal inputs give equal decisions.
 """
@@ -125,6 +132,8 @@ class AdmissionPass:
         self._leaving: set[str] = set()  # jobs a priority preemption of this pass evicts
         self._claim_cache: dict[str, Job] | None = None
         self._shapes: _ShapeIndex | None = None
+        # ancestor path -> the highest-priority job waiting for its quota (this pass)
+        self._held_for: dict[str, Job] = {}
 
     @property
     def holdings(self) -> Sequence[Holding]:
@@ -135,6 +144,7 @@ class AdmissionPass:
         engine, as a test keeps it, instead of one built from holdings each time)."""
         self.pending = pending if isinstance(pending, Pending) else Pending.of(pending)
         self._blocked.clear()
+        self._held_for.clear()
         self._done.clear()
         for leaf_key, entry in self._admitted:
             bisect.insort(self._victims_to_change(leaf_key), entry, key=_victim_key)
@@ -180,11 +190,17 @@ class AdmissionPass:
             if claim is not None:
                 return Verdict(False, reason=f"borrowing beyond quota {leaf.key}'s min is paused "
                                              f"while {claim.key} waits within its guarantee")
+            held = self._held_by(leaf, job)
+            if held is not None:
+                node, holder = held
+                return Verdict(False, reason=f"quota {node} is kept for {holder.key} (priority "
+                                             f"{holder.priority}), which waits for it")
             return Verdict(True)
         victims = self._reclaim(leaf, job, blockers)
         if victims:
             return Verdict(True, blockers, victims,
                            reason=f"reclaims the guarantee of {leaf.key}")
+        self._hold_for(leaf, job, blockers)
         return Verdict(False, blockers, reason=str(blockers[0]))
 
     def admit(self, job: Job, admitted: str) -> None:
@@ -270,6 +286,35 @@ class AdmissionPass:
                     return False
                 guaranteed = True
         return guaranteed
+
+    def _hold_for(self, leaf: PlacedNode, job: Job, blockers: Sequence[Blocker]) -> None:
+        """``job`` waits for an ancestor's quota: keep it from lower-priority borrowers, when
+        it could ever fit there (no larger than the ancestor's max)."""
+        if not job.charge or any(b.node == leaf.key for b in blockers) or \
+                any(b.request > b.limit for b in blockers):
+            return
+        for blocker in blockers:
+            held = self._held_for.get(blocker.node)
+            if held is None or held.priority < job.priority:
+                self._held_for[blocker.node] = job
+
+    def _held_by(self, leaf: PlacedNode, job: Job) -> tuple[str, Job] | None:
+        """The ancestor, and the job it is kept for, that ``job`` may not borrow under: one
+        of higher priority waits for its quota, and ``job`` would take its leaf beyond its
+        min of a resource that ancestor limits."""
+        if not self._held_for or not job.charge:
+            return None
+        after, minimum = add(self._usage[leaf.key], job.request), leaf.node.min
+        beyond = {r for r, amount in job.request.items()
+                  if amount and after.get(r, 0) > minimum.get(r, 0)}
+        if not beyond:
+            return None
+        for node in self._paths[leaf.key][1:]:
+            holder = self._held_for.get(node)
+            if holder is not None and holder.priority > job.priority and \
+                    any(r in beyond for r, _ in self._limits[node]):
+                return node, holder
+        return None
 
     def _borrowing_paused_by(self, leaf: PlacedNode, job: Job) -> Job | None:
         """A job of another leaf that waits for quota within its guarantee: while one does,

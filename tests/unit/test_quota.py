@@ -347,3 +347,28 @@ def test_a_job_whose_bind_is_being_written_is_never_reclaimed() -> None:
     admission.leaving(["PyTorchJob/team-a/a3"])
     assert [v.job.key for v in admission.check(claim).victims] == [
         "PyTorchJob/team-a/a2", "PyTorchJob/team-a/a1"]
+
+
+def test_a_waiting_job_keeps_its_cohorts_quota_from_lower_priority_borrowers() -> None:
+    """A large job that waits for its cohort's quota is not passed by smaller, lower-priority
+    jobs of another leaf borrowing what frees up (at 10 % of Kueue's baseline its large jobs
+    waited 80 s, Kueue's 9 s); jobs within their leaf's min, and higher-priority ones, go."""
+    cohort = QuotaNode("c", min={GPU: 8}, max={GPU: 8}, children=(
+        QuotaNode("a", min={GPU: 4}, max={GPU: 8}, namespaces=("team-a",)),
+        QuotaNode("b", min={GPU: 4}, max={GPU: 8}, namespaces=("team-b",))))
+    root = QuotaNode("root", min={GPU: 8}, max={GPU: 8}, children=(cohort,))
+    policies = {"root/c/a": QueuePolicy.PRIORITY, "root/c/b": QueuePolicy.PRIORITY}
+    held = [Holding(job("a0", "team-a", gpus=3), "2026-01-01T00:01:00Z"),
+            Holding(job("b0", "team-b", gpus=2), "2026-01-01T00:01:00Z")]
+    large = job("large", "team-a", gpus=4, priority=10, created="2026-01-01T00:02:00Z")
+    borrower = job("borrower", "team-b", gpus=3, created="2026-01-01T00:02:01Z")
+    within = job("within", "team-b", gpus=2, created="2026-01-01T00:02:02Z")
+    urgent = job("urgent", "team-b", gpus=3, priority=20, created="2026-01-01T00:02:03Z")
+    admission = AdmissionPass(root, held, [large, borrower, within, urgent], policies)
+    assert not admission.check(large).fits
+    verdict = admission.check(borrower)
+    assert not verdict.fits
+    assert verdict.reason == ("quota root/c is kept for PyTorchJob/team-a/large (priority 10), "
+                              "which waits for it")
+    assert admission.check(within).fits
+    assert admission.check(urgent).fits
