@@ -44,6 +44,7 @@ from e2e.bench.webhooks import without_webhook
 from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import Binaries
+from fleet.api.protocol import PLACEMENT, REQUEUE
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -52,8 +53,6 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = "test/performance/scheduler/configs/{name}/generator.yaml"
 CPU_NODE = (("", 0, 64, 256),)  # (GPU model, GPUs, cores, GiB): CPU-only nodes
 START_DELAY = 0.1  # seconds from a Work's arrival to its pod running on a simulated member
-PLACEMENT = "fleet.sh/placement"
-REQUEUE = "fleet.sh/requeue"  # marked to leave its placement: it holds no quota from then
 
 
 @dataclass(frozen=True)
@@ -240,8 +239,8 @@ class Ledger:
     def seen(self, body: dict[str, Any], now: float) -> None:
         meta = body["metadata"]
         key = f"{meta.get('namespace')}/{meta.get('name')}"
-        placed = PLACEMENT in (meta.get("annotations") or {}) and \
-            REQUEUE not in (meta.get("annotations") or {})
+        marks = meta.get("annotations") or {}
+        placed = PLACEMENT in marks and REQUEUE not in marks  # a requeued job holds no quota
         done = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
                    for c in (body.get("status") or {}).get("conditions") or [])
         with self.lock:

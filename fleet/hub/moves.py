@@ -104,7 +104,6 @@ class Moves:
                 self.dispatcher.event(victim, "Preempted", reason, "Warning")
                 log.info("preempted %s for %s", key, intent.job)
         self.dispatcher.event(preemptor, "Preempting", intent.reason)
-        log.info("preempting for %s: %s", intent.job, intent.reason)
 
     def resize(self, intent: Resize, job: Body, adapter: KindAdapter, snap: Snapshot) -> None:
         """An elastic job grown or shrunk in place: its placement (same generation), then
