@@ -230,10 +230,9 @@ class Ledger:
     finished: dict[str, float] = field(default_factory=dict)
     evictions: int = 0
     evicted: set[str] = field(default_factory=set)
-    # CPUs each cohort's bound, unfinished jobs hold as the watch shows them, and the most
-    # ever seen: above the cohort's max, quota was over-committed
-    cohort_use: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    cohort_peak: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # What held quota when, replayed in the API server's order (its resourceVersions: one
+    # order over jobs and Works, whichever watch delivered first): (version, job, what).
+    moves: list[tuple[int, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def seen(self, body: dict[str, Any], now: float) -> None:
@@ -243,26 +242,57 @@ class Ledger:
         placed = PLACEMENT in marks and REQUEUE not in marks  # a requeued job holds no quota
         done = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
                    for c in (body.get("status") or {}).get("conditions") or [])
+        version = int(meta.get("resourceVersion") or 0)
         with self.lock:
+            self.moves.append((version, key, BOUND if placed else UNBOUND))
+            if done:
+                self.moves.append((version, key, DONE))
             if placed and key not in self.bound and key not in self.finished:
                 self.bound[key] = now
                 self.first_bound.setdefault(key, now)
-                self._hold(key, +1)
             elif not placed and key in self.bound and key not in self.finished:
                 self.held[key] += now - self.bound.pop(key)
                 self.evictions += 1
                 self.evicted.add(key)
-                self._hold(key, -1)
             if done and key not in self.finished:
                 self.finished[key] = now
                 if key in self.bound:
                     self.held[key] += now - self.bound.pop(key)
-                    self._hold(key, -1)
 
-    def _hold(self, key: str, sign: int) -> None:
-        cohort = key.split("/", 1)[0].rsplit("-cohort-", 1)[-1]
-        self.cohort_use[cohort] += sign * self.size.get(key, 0)
-        self.cohort_peak[cohort] = max(self.cohort_peak[cohort], self.cohort_use[cohort])
+    def succeeded(self, key: str, version: int) -> None:
+        """A Work of the job reports it succeeded (the members' word, by the Works' watch;
+        the hub releases the job's quota then; the bench's jobs have one Work each)."""
+        with self.lock:
+            self.moves.append((version, key, SUCCEEDED))
+
+    def cohort_peaks(self) -> dict[str, int]:
+        """The most CPUs each cohort's jobs held at once: a job holds from its bind to its
+        eviction, its finish on the hub or its members' report that it succeeded, whichever
+        comes first."""
+        use: dict[str, int] = defaultdict(int)
+        peaks: dict[str, int] = defaultdict(int)
+        holding: set[str] = set()
+        over: set[str] = set()  # released for the placement it holds (done or succeeded)
+        with self.lock:
+            moves = sorted(self.moves, key=lambda m: (m[0], m[2] == BOUND))
+        for _, key, what in moves:  # (at one version, releases first)
+            cohort = key.split("/", 1)[0].rsplit("-cohort-", 1)[-1]
+            if what == BOUND and key not in holding and key not in over:
+                holding.add(key)
+                use[cohort] += self.size.get(key, 0)
+                peaks[cohort] = max(peaks[cohort], use[cohort])
+                continue
+            if what == UNBOUND:
+                over.discard(key)  # placed again later, it holds again
+            elif what in (DONE, SUCCEEDED):
+                over.add(key)
+            if what != BOUND and key in holding:
+                holding.discard(key)
+                use[cohort] -= self.size.get(key, 0)
+        return dict(peaks)
+
+
+BOUND, UNBOUND, DONE, SUCCEEDED = "bound", "unbound", "done", "succeeded"
 
 
 def watch_jobs(hub: Kube, ledger: Ledger, stop: threading.Event) -> None:
@@ -304,15 +334,15 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
         hub = fleet.client(HUB)
         names = [f"member{i}" for i in range(1, members + 1)]
         register(hub, names)
+        ledger = Ledger()
         sim = Fleet(CountingKube(str(fleet.kubeconfig(HUB)), pool=32), names, nodes,
-                    shapes=CPU_NODE, start_delay=START_DELAY)
+                    shapes=CPU_NODE, start_delay=START_DELAY, on_succeeded=ledger.succeeded)
         sim.start()
         without_webhook(hub, lambda: [hub.apply(res, body, field_manager="bench")
                                       for res, body in hub_objects(config)])
         deadline = time.monotonic() + 120
         while not sim.ready() and time.monotonic() < deadline:
             time.sleep(0.5)
-        ledger = Ledger()
         watcher = threading.Thread(target=watch_jobs, args=(hub, ledger, stop), daemon=True)
         watcher.start()
         cpu_before = cpu_seconds(fleet).get("hub", 0.0)
@@ -381,6 +411,7 @@ def segments(ledger: Ledger, trace: dict[str, dict[str, float]]) -> dict[str, fl
 
 
 def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outcome:
+    peaks = ledger.cohort_peaks()
     with ledger.lock:
         end = max(ledger.finished.values(), default=time.monotonic())
         wall = end - started
@@ -389,7 +420,7 @@ def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outco
             waits[ledger.klass[key]].append(at - ledger.created[key])
         used = sum(ledger.size[key] * held for key, held in ledger.held.items())
         unfinished = config.jobs - len(ledger.finished)
-        peak = max(ledger.cohort_peak.values(), default=0) / (config.nominal * config.queues)
+        peak = max(peaks.values(), default=0) / (config.nominal * config.queues)
         beyond = [at - ledger.first_bound[key] - config.classes[ledger.klass[key]].runtime
                   for key, at in ledger.finished.items()
                   if key in ledger.first_bound and key not in ledger.evicted]

@@ -13,6 +13,7 @@ simulated here: a pod is bound to the first node it fits, runs after ``START_DEL
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 import itertools
 import logging
@@ -148,12 +149,20 @@ class Member:
                 {"spec": {"containers": [{"resources": {"requests": node["status"][
                     "allocatable"]}}]}}))
         self.state.synced.set()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the nodes' free capacity
+        # A job's changes one at a time, as a controller's work queue runs a key: a job's
+        # start and its end (the timeline runs them on a pool) reconciled side by side,
+        # the older status could land last, and the job never finished.
+        self.jobs = threading.RLock()
 
     # -- the member's job controller, scheduler and kubelet ---------------------------
     def apply(self, work: Body) -> float | None:
         """The agent applied the Work: the member job exists and its pods are created and
         bound; returns how long the job runs."""
+        with self.jobs:
+            return self._apply(work)
+
+    def _apply(self, work: Body) -> float | None:
         manifest = copy.deepcopy(work["spec"]["manifests"][0])
         manifest["metadata"]["uid"] = member_uid(work)
         manifest["metadata"]["creationTimestamp"] = stamp(time.time())
@@ -210,6 +219,10 @@ class Member:
 
     def run_pods(self, job: Body, phase: str) -> None:
         """The job's bound pods start (``Running``) or exit 0 (``Succeeded``)."""
+        with self.jobs:
+            self._run_pods(job, phase)
+
+    def _run_pods(self, job: Body, phase: str) -> None:
         key = key_of(job)
         _, pods = self.state.stores.read(key)
         now = stamp(time.time())
@@ -246,6 +259,18 @@ class Member:
 
     def forget(self, work: Body) -> None:
         """The hub deleted the Work: the member job goes and the agent's finalizer with it."""
+        with self.jobs:
+            self._purge(work)
+        finalizers = [f for f in work["metadata"].get("finalizers") or []
+                      if f != AGENT_FINALIZER]
+        try:  # (not under the lock: the other jobs' starts and ends do not wait for it)
+            self.hub.patch(r.WORKS, work["metadata"]["name"], {"metadata": {
+                "resourceVersion": work["metadata"]["resourceVersion"],
+                "finalizers": finalizers}}, work["metadata"]["namespace"])
+        except (errors.NotFound, errors.Conflict):
+            pass
+
+    def _purge(self, work: Body) -> None:
         name = work["metadata"]["name"]
         manifest = work["spec"]["manifests"][0]
         key = key_of(manifest)
@@ -263,14 +288,6 @@ class Member:
             self.state.stores.put_job(key, None)
         self.sync.book.drop(name)
         self.sync.status.forget(name, wholly=True)
-        finalizers = [f for f in work["metadata"].get("finalizers") or []
-                      if f != AGENT_FINALIZER]
-        try:
-            self.hub.patch(r.WORKS, name, {"metadata": {
-                "resourceVersion": work["metadata"]["resourceVersion"],
-                "finalizers": finalizers}}, work["metadata"]["namespace"])
-        except (errors.NotFound, errors.Conflict):
-            pass
 
 
 class Timeline:
@@ -309,9 +326,12 @@ class Fleet:
 
     def __init__(self, hub: CountingKube, names: list[str], nodes: int, seed: int = 17,
                  heartbeat: float = 2.0, shapes: tuple[Shape, ...] = SHAPES,
-                 start_delay: float = START_DELAY) -> None:
+                 start_delay: float = START_DELAY,
+                 on_succeeded: Callable[[str, int], None] | None = None) -> None:
         rng = random.Random(seed)
         self.hub, self.heartbeat, self.start_delay = hub, heartbeat, start_delay
+        # told (hub job, the Work's resourceVersion) when a Work reports its share succeeded
+        self.on_succeeded = on_succeeded
         self.members = {n: Member(n, hub, nodes_of(n, nodes, rng, shapes)) for n in names}
         self.by_namespace = {m.sync.namespace: m for m in self.members.values()}
         self.timeline = Timeline(8)
@@ -365,29 +385,34 @@ class Fleet:
             log.warning("%s: heartbeat failed: %s", member.name, exc)
 
     def _statuses(self, stop: threading.Event) -> None:
-        """Work status of the Works whose jobs changed, by the agent's own reporter (the
-        member caches mark them, as on a member)."""
+        """Work status of the Works whose jobs changed, by each agent's own reporter loop
+        (the member caches mark them, as on a member)."""
+        loops = []
+        for member in self.members.values():
+            member.sync.status.written = functools.partial(self._reported, member)
+            loop = threading.Thread(target=member.sync.status.run, args=(stop,), daemon=True)
+            loop.start()
+            loops.append(loop)
+        stop.wait()
+        for member in self.members.values():
+            member.sync.status.mark()  # wake it to stop
+        for loop in loops:
+            loop.join(5)
 
-        def report(member: Member) -> None:
-            marked = member.sync.status.take_marked()
-            if marked:
-                member.sync.status.report(marked)
-                now = time.monotonic()
-                for name in marked:
-                    work = member.sync.book.get(name)
-                    times = self.trace.get(hub_job(work)) if work is not None else None
-                    if times is not None and "done" in times:
-                        times.setdefault("reported", now)
-
-        with ThreadPoolExecutor(8, thread_name_prefix="status") as pool:
-            while not stop.is_set():
-                list(pool.map(lambda m: _guarded(lambda: report(m)), self.members.values()))
-                stop.wait(0.5)
+    def _reported(self, member: Member, name: str) -> None:
+        work = member.sync.book.get(name)
+        times = self.trace.get(hub_job(work)) if work is not None else None
+        if times is not None and "done" in times:
+            times.setdefault("reported", time.monotonic())
 
     def _works(self, stop: threading.Event) -> None:
         def seen(kind: str, work: Body) -> None:
             if kind != DELETED:
                 self._seen(work)
+                if self.on_succeeded is not None and \
+                        (work.get("status") or {}).get("state") == "Succeeded":
+                    self.on_succeeded(hub_job(work),
+                                   int(work["metadata"].get("resourceVersion") or 0))
 
         Informer(self.hub, r.WORKS, handle=seen, keep=False).run(stop)
 

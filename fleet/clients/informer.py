@@ -1,9 +1,9 @@
-"""client-go's reflector and store, for the watches kopf cannot serve: one resource (in one
-namespace, or all) of an API server other than the operator's own.
+"""client-go's reflector and store: one resource (in one namespace, or all), listed and then
+watched, each event handed to a handler on the informer's thread.
 
-The agent watches its hub namespace's Works on the hub (kopf watches only the cluster it runs
-against); the scale bench watches the hub's Works and jobs for its simulated members. Each
-used to hand-write the same list-then-watch loop; this is that loop once:
+The hub's caches are filled by one informer per resource it decides from
+(:mod:`fleet.hub.watches`); the agent watches its hub namespace's Works on the hub; the scale
+bench watches the hub's Works for its simulated members. This is that loop once:
 
 - list, then watch from the list's resourceVersion, with bookmarks;
 - a watch that expires (410) or breaks lists again, after ``pause`` seconds on an error;
@@ -11,7 +11,8 @@ used to hand-write the same list-then-watch loop; this is that loop once:
   their last known state (client-go's ``DeletedFinalStateUnknown``), so a handler never
   misses a deletion that happened while the watch was down;
 - ``synced`` is set once the first list has been handed over (client-go's ``HasSynced``), and
-  ``listed`` is called after every list.
+  ``listed`` is called after every list; a kind the API server does not serve (its CRD not
+  installed) counts as synced and empty, and is looked for again every ``ABSENT_PAUSE``.
 
 Handlers run on the informer's thread, in the API server's order; a slow handler delays the
 next event, so handlers that do I/O hand work on (the agent's go to a per-key pool).
@@ -33,6 +34,8 @@ Body = dict[str, Any]
 Handler = Callable[[str, Body], None]  # (ADDED | MODIFIED | DELETED, object)
 Key = tuple[str, str]  # (namespace, name)
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+ABSENT_PAUSE = 30.0  # seconds between looks for a kind the API server does not serve
+STUB_FIELDS = ("name", "namespace", "uid", "resourceVersion")  # kept of each object (keep=False)
 
 
 def key_of(body: Body) -> Key:
@@ -44,11 +47,12 @@ class Informer:
     def __init__(self, kube: Kube, resource: Resource, namespace: str | None = None, *,
                  handle: Handler, listed: Callable[[], None] | None = None,
                  keep: bool = True, timeout_seconds: int = 60, pause: float = 1.0,
-                 label_selector: str | None = None) -> None:
+                 label_selector: str | None = None, page: int | None = None) -> None:
         self.kube, self.resource, self.namespace = kube, resource, namespace
         self.handle, self.listed, self.keep = handle, listed, keep
         self.timeout_seconds, self.pause, self.label_selector = timeout_seconds, pause, \
             label_selector
+        self.page = page  # objects per list request (None: all in one)
         self.synced = threading.Event()
         self._store: dict[Key, Body] = {}  # the last state of each object (keep=True)
         self._lock = threading.Lock()
@@ -76,6 +80,16 @@ class Informer:
                         self._seen(kind, body)
                     if stop.is_set():
                         return
+            except errors.NotFound:
+                # The kind is not served (its CRD not installed): nothing to list, so the
+                # cache of it is synced; looked for again now and then.
+                version = ""
+                if not self.synced.is_set():
+                    log.info("%s: not served by the API server; looking again every %.0f s",
+                             self.resource.plural, ABSENT_PAUSE)
+                self._vanish_all()
+                self.synced.set()
+                stop.wait(ABSENT_PAUSE)
             except errors.ApiError as exc:
                 version = ""  # list again, whatever went wrong
                 if exc.status != 410:
@@ -85,7 +99,7 @@ class Informer:
     def relist(self) -> str:
         """One list handed over as events; returns the version to watch from."""
         items, version = self.kube.list(self.resource, self.namespace,
-                                        label_selector=self.label_selector)
+                                        label_selector=self.label_selector, limit=self.page)
         listed = {key_of(body) for body in items}
         with self._lock:
             vanished = [body for key, body in self._store.items() if key not in listed]
@@ -99,6 +113,12 @@ class Informer:
             self.listed()
         return version
 
+    def _vanish_all(self) -> None:
+        with self._lock:
+            vanished = list(self._store.values())
+        for body in vanished:
+            self._seen(DELETED, body)
+
     def _seen(self, kind: str, body: Body) -> None:
         key = key_of(body)
         with self._lock:
@@ -106,6 +126,9 @@ class Informer:
                 self._store.pop(key, None)
             elif self.keep:
                 self._store[key] = body
-            else:
-                self._store[key] = {"metadata": body["metadata"]}  # enough to tell what vanished
+            else:  # enough to tell what vanished, and to name it
+                meta = body["metadata"]
+                self._store[key] = {
+                    "apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+                    "metadata": {k: meta[k] for k in STUB_FIELDS if k in meta}}
         self.handle(kind, body)

@@ -66,13 +66,13 @@ class Binder:
             names = leaf_queue_names(tree[1]) if tree else {}
             stages.CLOCK.dispatched(meta, bind.admitted_at or None, bound_at, time.time(),
                                     names.get(bind.admitted_by, ""))
-        self.tell(bind, bound, adapter)
+        self.tell(bind, bound)
         log.info("bound %s/%s: %s", meta["namespace"], meta["name"], bind.reason)
 
-    def tell(self, bind: Bind, bound: Body, adapter: KindAdapter) -> None:
-        """The seed's event (the others only when the bind did more than bind), and the
-        job's status when it said it waits (else its first status is its members' first
-        report: one write less on the path every job takes)."""
+    def tell(self, bind: Bind, bound: Body) -> None:
+        """The seed's event (the others only when the bind did more than bind). The job's
+        status is its members' first report, a moment later (fleet.hub.status_mirror): one
+        write less on the path every job takes."""
         if bind.admitted_by:  # (said by the job's Admitted condition: no event of its own)
             metrics.ADMISSIONS.inc()
         if bind.sized:
@@ -85,9 +85,6 @@ class Binder:
             metrics.RESERVATIONS.labels("reserving").inc()
             self.dispatcher.event(bound, p.RESERVING, "reserving the nodes of every share "
                                   "before any pod starts: " + ", ".join(bind.clusters))
-        if bound.get("status"):
-            self.telling.write_status(bound, adapter, q.with_admitted(adapter.bound_status(
-                bound.get("status"), list(bind.clusters), bind.reason, now_text()), bound))
 
     def dependencies(self, job: Body, adapter: KindAdapter, snap: Snapshot,
                      propagate_deps: bool) -> list[Body]:

@@ -180,12 +180,20 @@ class Dispatcher:
 
     def write_status(self, job: Mapping[str, Any], adapter: KindAdapter,
                      status: Mapping[str, Any]) -> Body | None:
-        """Replace the whole status, guarded by the job's resourceVersion; None on conflict.
-        (A status is said again from the Works' reports: no term needed.)"""
+        """Write what changed in the status as a merge patch, guarded by the job's
+        resourceVersion; None on conflict, the job as it was when nothing changed. (A status
+        is said again from the Works' reports: no term needed.) A patch, not a replace:
+        sending the whole job back for each status was about a tenth of the hub's busy time
+        at Kueue's scale."""
+        changed = merge_diff(job.get("status") or {}, status)
+        if not changed:
+            return dict(job)
         self.fence()
+        meta = job["metadata"]
         try:
-            return self.kube.replace(adapter.resource, {**job, "status": dict(status)},
-                                     subresource="status")
+            return self.kube.patch(adapter.resource, meta["name"], {
+                "metadata": {"resourceVersion": meta.get("resourceVersion")},
+                "status": changed}, meta["namespace"], subresource="status")
         except STALE:
             return None
 

@@ -1,7 +1,9 @@
-"""kopf handlers of the hub: each one only records what it saw and wakes the scheduler.
+"""The hub process: kopf serves the admission webhook and runs the start-up, which starts
+the watches that fill the cache (:mod:`fleet.hub.watches`), the leader election, the
+scheduler, the Queue reporter and the mirror loop, each on a thread of its own.
 
-All handlers are event watchers, so kopf itself writes nothing to the watched objects (no
-progress or diff-base annotations, no finalizers): every hub write is a decision's.
+kopf watches nothing here (it writes nothing to the hub's objects either: no progress or
+diff-base annotations, no finalizers): every hub write is a decision's.
 """
 
 from __future__ import annotations
@@ -18,100 +20,19 @@ from typing import Any
 import kopf
 
 from fleet import metrics
-from fleet.api.cluster import AGENT_HEARTBEAT
-from fleet.clients import errors
-from fleet.clients import resources as r
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, pod_mirroring, stages, webhook_tls
-from fleet.hub import cache as stores
+from fleet.hub import admission, pod_mirroring, webhook_tls
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
-from fleet.hub.initial_sync import InitialSync
 from fleet.hub.scheduler import Scheduler, Settings
-from fleet.kinds import managed_elsewhere
+from fleet.hub.watches import Watches
 from propagation.views import FitMode
 
 log = logging.getLogger(__name__)
 CACHE = Cache()
-SYNC = InitialSync()
-# What kopf watches (resource, label selector): listed once at startup to know when the
-# watches have delivered everything (``initial_sync``).
-WATCHED: list[tuple[r.Resource, str | None]] = []
 _STOP = threading.Event()
-LIST_PAGE = 500
-
-
-def _record(store: str, kind: str, body: kopf.Body) -> None:
-    SYNC.saw(Cache.key(body))
-    if store == stores.JOBS and managed_elsewhere(body):
-        kind = "DELETED"  # another controller's job (MultiKueue's): the hub never sees it
-    if kind == "DELETED":
-        CACHE.remove(store, body)
-        if store == stores.JOBS:
-            stages.CLOCK.forget(body)
-    else:
-        if store == stores.JOBS:
-            stages.CLOCK.seen(body)  # before the scheduler can see it in the cache
-        CACHE.upsert(store, body)
-
-
-def _watch(resource: r.Resource, store: str) -> None:
-    async def handler(*, type: str, body: kopf.Body, **_: Any) -> None:
-        _record(store, type, body)
-
-    handler.__name__ = f"watch_{resource.plural}_{resource.group.replace('.', '_')}"
-    kopf.on.event(resource.group, resource.version, resource.plural)(handler)
-    WATCHED.append((resource, None))
-
-
-for _job in r.JOB_KINDS:
-    _watch(_job, stores.JOBS)
-_watch(r.PROPAGATIONPOLICIES, stores.POLICIES)
-_watch(r.CLUSTERPROPAGATIONPOLICIES, stores.CLUSTER_POLICIES)
-_watch(r.MEMBERCLUSTERS, stores.CLUSTERS)
-_watch(r.WORKS, stores.WORKS)
-_watch(r.ELASTICQUOTATREES, stores.QUOTA_TREES)
-_watch(r.QUEUES, stores.QUEUES)
-_watch(r.PRIORITYCLASSES, stores.PRIORITY_CLASSES)
-
-
-@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={AGENT_HEARTBEAT: kopf.PRESENT})
-async def watch_agent_heartbeats(*, type: str, body: kopf.Body, **_: Any) -> None:
-    _record(stores.HEARTBEATS, type, body)
-
-
-WATCHED.append((r.LEASES, AGENT_HEARTBEAT))
-
-
-def _list_watched(kube: Kube) -> None:
-    """List what kopf watches for ``SYNC``, once, then again every few seconds while some
-    listed object has not come through a watch (it may have been deleted meanwhile)."""
-    first = True
-    while not _STOP.is_set() and not SYNC.synced():
-        try:
-            keys = []
-            for resource, selector in WATCHED:
-                try:
-                    # names only, a page at a time: every few seconds until synced, and
-                    # at 10,000 jobs whole objects were hundreds of MiB decoded and dropped
-                    items, _ = kube.list(resource, label_selector=selector,
-                                         limit=LIST_PAGE, metadata_only=True)
-                except errors.NotFound:  # no such kind installed: kopf watches nothing either
-                    continue
-                keys += [Cache.key(item) for item in items]
-        except errors.ApiError as exc:
-            log.warning("listing the watched resources failed (retrying): %s", exc)
-            _STOP.wait(2)
-            continue
-        if first:
-            SYNC.listed(keys)
-            log.info("caches: %d objects listed at startup", len(keys))
-            first = False
-        else:
-            SYNC.still_there(keys)
-        _STOP.wait(5)
 
 
 admission.register(CACHE)
@@ -120,22 +41,20 @@ admission.register(CACHE)
 @kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    metrics.ready_when("caches-synced", SYNC.synced)  # before /readyz is served at all
+    # a connection for each writer thread (binds, moves, statuses), each watch, the
+    # reporter, events, the elector and the webhook's lookups: a full pool drops
+    # connections, and each new one is a TLS handshake
+    kube = Kube(os.environ.get("KUBECONFIG"), pool=96)
+    watches = Watches(kube, CACHE)
+    metrics.ready_when("caches-synced", watches.synced)  # before /readyz is served at all
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
-    # a connection for each writer thread (binds, statuses), the reporter, events, the
-    # elector and the webhook's lookups: a full pool drops connections, and each new one is a
-    # TLS handshake
-    kube = Kube(os.environ.get("KUBECONFIG"), pool=48)
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
     elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)
     threading.Thread(target=elector.run, args=(_STOP,), name="leader-election",
                      daemon=True).start()
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
-    threading.Thread(target=_list_watched, args=(kube,), name="initial-list",
-                     daemon=True).start()
+    watches.start(_STOP)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
     scheduler = Scheduler(
         cache=CACHE,
@@ -151,6 +70,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     threading.Thread(target=scheduler.run, args=(_STOP,), name="scheduler", daemon=True).start()
     threading.Thread(target=scheduler.reporting.run, args=(_STOP, lambda: elector.leading),
                      name="reporting", daemon=True).start()
+    threading.Thread(target=pod_mirroring.mirror_pods(kube).run, args=(_STOP,),
+                     name="watch-mirror-pods", daemon=True).start()
     mirrors = pod_mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
     threading.Thread(target=mirrors.run, args=(_STOP,), name="mirrors", daemon=True).start()
     metrics.ready_when("started", lambda: True)

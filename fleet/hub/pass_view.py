@@ -143,8 +143,10 @@ class PassViewBuilder:
         # Most passes (a status arrived) have nothing to place or grow: assumed capacity
         # only then.
         capacity = self.assumed.views(clusters, snap, inflight) if placing else {}
-        quota = self.quota_view(snap, context, changed, changes.gone, inflight_holdings,
-                                reclaiming)
+        # (a job whose Works changed may have ended on its members: it holds no quota then)
+        reported = [body for uid in changes.work_jobs if (body := snap.job_of(uid)) is not None]
+        quota = self.quota_view(snap, context, [*changed, *reported], changes.gone,
+                                inflight_holdings, reclaiming)
         cells = self.cells(snap, by_name, quota)
         preemption = self.preemption_view(snap, now.timestamp(), views, waiting, context,
                                           quota, carried)

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kopf
 from prometheus_client import Counter
 
 from fleet import clock
@@ -22,6 +21,7 @@ from fleet.api.cluster import KubeletEndpoint
 from fleet.api.protocol import MIRROR_OF
 from fleet.clients import errors
 from fleet.clients import resources as r
+from fleet.clients.informer import DELETED, Informer
 from fleet.clients.kube import Kube
 from fleet.hub import pod_mirrors as m
 from fleet.hub.cache import Cache, Snapshot
@@ -42,16 +42,20 @@ _LOCK = threading.Lock()
 _SYNCED = threading.Event()
 
 
-@kopf.on.event("", "v1", "pods", labels={MIRROR_OF: kopf.PRESENT})
-async def watch_mirror_pods(*, type: str, body: kopf.Body, **_: Any) -> None:
+def mirror_pods(kube: Kube) -> Informer:
+    """The watch of the mirror pods (an informer of its own: they are no cache store)."""
+    return Informer(kube, r.PODS, handle=_seen_mirror, listed=_SYNCED.set, keep=False,
+                    label_selector=MIRROR_OF, page=500, timeout_seconds=300)
+
+
+def _seen_mirror(kind: str, body: Body) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
     with _LOCK:
-        if type == "DELETED":
+        if kind == DELETED:
             _MIRRORS.pop(key, None)
         else:
             _MIRRORS[key] = {"metadata": dict(meta), "status": dict(body.get("status") or {})}
-    _SYNCED.set()
 
 
 class Mirroring:

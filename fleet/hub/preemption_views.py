@@ -43,8 +43,9 @@ def running_job(job: Body, snap: Snapshot, classes: Mapping[str, int],
             annotations.get(w.PLACEMENT) in (None, "", "[]"):
         return None
     adapter = adapter_for(job["apiVersion"], job["kind"])
-    if adapter.is_finished(job):
-        return None
+    works = snap.works_of(meta["uid"])
+    if adapter.is_finished(job) or w.succeeded_on_members(works):
+        return None  # (ended, though its status may not say so yet: never a victim)
     try:
         quota_job = q.as_quota_job(job, classes, demand_of(job))
     except InvalidJob:
@@ -55,7 +56,7 @@ def running_job(job: Body, snap: Snapshot, classes: Mapping[str, int],
     return Running(
         quota_job.key, meta["namespace"], quota_job.priority,
         admitted or meta.get("creationTimestamp", ""),
-        tuple(pods_of(snap.works_of(meta["uid"]), adapter)),
+        tuple(pods_of(works, adapter)),
         quota_job.charge if holds else {}, leaf.key if holds and leaf else None,
         _elasticity(job, demand_of(job)))
 

@@ -100,21 +100,19 @@ def as_quota_job(job: Mapping[str, Any], classes: Mapping[str, int], demand: Job
                (meta.get("annotations") or {}).get(REQUEUED_AT) or "")
 
 
-def holdings(snap: Snapshot, classes: Mapping[str, int],
-             demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> list[Holding]:
-    return [h for job in snap.jobs.values() if (h := holding(job, classes, demand_of))]
-
-
 def holding(job: Mapping[str, Any], classes: Mapping[str, int],
-            demand_of: Callable[[Mapping[str, Any]], JobDemand]) -> Holding | None:
+            demand_of: Callable[[Mapping[str, Any]], JobDemand],
+            works: Sequence[Mapping[str, Any]] = ()) -> Holding | None:
     """The quota ``job`` holds, if it does: bound after its queue admitted it, not being
-    preempted or failed over (its quota is already released then), not finished."""
+    preempted or failed over (its quota is already released then), not finished, nor
+    reported succeeded by every member (``works``: its Works)."""
     annotations = job["metadata"].get("annotations") or {}
     if ADMITTED_AT not in annotations or w.PLACEMENT not in annotations:
         return None
     if REQUEUE in annotations:
         return None
-    if adapter_for(job["apiVersion"], job["kind"]).is_finished(job):
+    if adapter_for(job["apiVersion"], job["kind"]).is_finished(job) or \
+            w.succeeded_on_members(works):
         return None
     return Holding(as_quota_job(job, classes, demand_of(job)), annotations[ADMITTED_AT])
 

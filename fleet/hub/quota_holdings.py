@@ -1,9 +1,10 @@
 """Who holds quota, as the hub's durable state says, carried from pass to pass.
 
-A job holds quota while it is bound through a queue and not finished
-(:func:`fleet.hub.queueing.holding`). Each pass reads again only the jobs that changed and
-carries its :class:`~quota.ledger.QuotaLedger` forward with the difference; a new quota
-tree or new PriorityClass values (a holding's priority) build it again from every job.
+A job holds quota while it is bound through a queue and not finished, nor reported succeeded
+by every member (:func:`fleet.hub.queueing.holding`). Each pass reads again only the jobs that
+changed (or whose Works did) and carries its :class:`~quota.ledger.QuotaLedger` forward with
+the difference; a new quota tree or new PriorityClass values (a holding's priority) build it
+again from every job.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ class QuotaHoldings:
     def ledger(self, snap: Snapshot, root: QuotaNode, classes: Mapping[str, int],
                changed: Iterable[Body], gone: Iterable[str], demand_of: Demand
                ) -> QuotaLedger:
-        """The ledger after ``changed`` jobs (as they are now) and ``gone`` uids."""
+        """The ledger after ``changed`` jobs (as they are now, with their Works) and ``gone``
+        uids."""
         basis = (root, tuple(sorted(classes.items())))
         if self._ledger is None or self._basis != basis:
             self._held = {job["metadata"]["uid"]: h for job in snap.jobs.values()
-                          if (h := _holding(job, classes, demand_of)) is not None}
+                          if (h := _holding(job, snap, classes, demand_of)) is not None}
             self._ledger = QuotaLedger.of(root, self._held.values())
             self._basis = basis
             return self._ledger
@@ -47,7 +49,7 @@ class QuotaHoldings:
                 removed.append(before.job.key)
         for job in changed:
             uid = job["metadata"]["uid"]
-            now = _holding(job, classes, demand_of)
+            now = _holding(job, snap, classes, demand_of)
             before = self._held.get(uid)
             if now == before:
                 continue
@@ -62,8 +64,9 @@ class QuotaHoldings:
         return self._ledger
 
 
-def _holding(job: Body, classes: Mapping[str, int], demand_of: Demand) -> Holding | None:
+def _holding(job: Body, snap: Snapshot, classes: Mapping[str, int], demand_of: Demand
+             ) -> Holding | None:
     try:
-        return q.holding(job, classes, demand_of)
+        return q.holding(job, classes, demand_of, snap.works_of(job["metadata"]["uid"]))
     except ValueError:  # (InvalidJob) a bound job whose spec no longer reads: holds nothing
         return None

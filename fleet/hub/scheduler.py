@@ -47,6 +47,9 @@ QUEUE_REPORT_SECONDS = 1.0  # the Queues' status (usage, pending) is written thi
 # ... when more jobs than this wait (each report merges every leaf's classes); with fewer, every
 # pass reports, so a small fleet's Queues say at once what its jobs say
 QUEUE_REPORT_EVERY_PASS_BELOW = 1000
+# While this many binds wait for a writer, the next pass waits (at most this long): see
+# Writer.binds_queued.
+BIND_BACKLOG_WAIT_SECONDS = 1.0
 RETRY_SECONDS = 1.0  # a job whose mirror failed, or waits for its first report, is looked
 # at again this soon
 
@@ -129,6 +132,7 @@ class Scheduler:
             # comes while one runs) held the interpreter from the watches and writers that
             # bring the next pass its changes.
             stop.wait(max(self.settings.pass_gap_seconds, took))
+            self.writer.binds_queued(below=self.workers, timeout=BIND_BACKLOG_WAIT_SECONDS)
             self.cache.wait_for_change(self.settings.resync_seconds)
 
     # -- one pass -----------------------------------------------------------------------

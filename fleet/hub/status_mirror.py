@@ -27,9 +27,9 @@ from fleet.hub.views import parse_time
 from fleet.kinds.base import InvalidJob, KindAdapter
 
 _VOLATILE = {"lastReconcileTime"}
-# A job bound at its first look has no status; its first status is its members' first
-# report, unless none comes this long after its Works were created: then the bound status.
-# One write instead of two on the path every job takes.
+# A bound job's first status is its members' first report (a job that waited still shows
+# why until then), unless none comes this long after its Works were created: then the
+# bound status. One write instead of two on the path every job takes.
 FIRST_REPORT_WAIT_SECONDS = 3.0
 
 
@@ -120,7 +120,9 @@ def status_writes(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp:
     current = job.get("status") or {}
     clusters = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])
-    if any(reported_job_status(wk) for wk in works) or current:
+    reported = any(reported_job_status(wk) for wk in works)
+    waited = not current or bool(current.get("queue"))  # shows nothing, or why it waited
+    if reported or not waited:
         status = adapter.aggregate(job, works, stamp)
     elif awaiting_first_report(works, now):
         return None

@@ -131,3 +131,10 @@ def outdated(job: Mapping[str, Any], work: Mapping[str, Any]) -> bool:
     """Whether ``work`` was rendered from an older spec of ``job``."""
     carried = (work["metadata"].get("annotations") or {}).get(JOB_GENERATION)
     return carried != str(job["metadata"].get("generation", 1))
+
+
+def succeeded_on_members(works: Sequence[Mapping[str, Any]]) -> bool:
+    """Every share of the job reports it succeeded: its pods are done, so it holds no quota
+    and is no one's victim, though its own status says so only once the hub has written
+    it. (Only success: a failed share may yet be failed over, its quota still needed.)"""
+    return bool(works) and all(p.work_state(work) == "Succeeded" for work in works)

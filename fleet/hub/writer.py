@@ -110,7 +110,7 @@ class FailureLog:
 class Writer:
     cache: Cache
     dispatcher: Dispatcher
-    workers: int = 16  # concurrent bind writers (bind, Works, events, status)
+    workers: int = 16  # concurrent writers of binds (bind, Works), and again of moves
     # Jobs (by uid) whose bind is being written: what each spends per cluster, and the
     # quota it holds (the next pass counts both, as the cache does not have them yet).
     _inflight: dict[str, tuple[dict[str, list[Resources]], Holding | None]] = field(
@@ -119,6 +119,12 @@ class Writer:
     failures: FailureLog = field(default_factory=FailureLog)
 
     def __post_init__(self) -> None:
+        # Binds have writers of their own: behind a preemption's moves (a Work's removal
+        # alone is two requests) a decided bind waited seconds for a writer, its quota
+        # taken but idle.
+        self._binds = ThreadPoolExecutor(self.workers, thread_name_prefix="bind")
+        self._queued_binds = 0  # binds decided, not started
+        self._bind_started = threading.Condition(self._lock)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dispatch")
         # The statuses passes write, side by side and off the pass: a pass that waited for
         # its statuses took seconds once the API server was busy, and every decision (a
@@ -126,7 +132,7 @@ class Writer:
         # mirrored (a finished job frees its quota) apart from the waiting statuses (most
         # of the writes in a busy queue, coalesced, and the first to wait): neither waits
         # behind the other, and binds have more writers than both.
-        self._statuses = ThreadPoolExecutor(self.workers // 2, thread_name_prefix="status")
+        self._statuses = ThreadPoolExecutor(self.workers, thread_name_prefix="status")
         self._waits = ThreadPoolExecutor(self.workers // 4, thread_name_prefix="wait")
         # jobs (by uid) with a write off the pass under way, and that write
         self._under_way: dict[str, Future[object]] = {}
@@ -335,11 +341,23 @@ class Writer:
             spent.setdefault(cluster, []).extend(requests)
         with self._lock:
             self._inflight[job["metadata"]["uid"]] = (spent, ctx.holdings.get(bind.job))
+            self._queued_binds += 1
         stages.CLOCK.decided(job["metadata"]["uid"])
-        self._pool.submit(self._bind, bind, job, ctx.snap, after)
+        self._binds.submit(self._bind, bind, job, ctx.snap, after)
+
+    def binds_queued(self, below: int, timeout: float) -> None:
+        """Wait (``timeout`` seconds at most) until fewer than ``below`` decided binds wait
+        for a writer. A pass deciding more while earlier binds still wait decides on a
+        state older than its binds will land in, and takes the interpreter from the
+        writers that would land them."""
+        with self._bind_started:
+            self._bind_started.wait_for(lambda: self._queued_binds < below, timeout)
 
     def _bind(self, bind: Bind, job: Body, snap: Snapshot,
               after: Sequence[Future[object]] = ()) -> None:
+        with self._bind_started:
+            self._queued_binds -= 1
+            self._bind_started.notify_all()
         try:
             wait(after)
             self.binder.bind(bind, self.after_writes(job), snap)

@@ -354,3 +354,85 @@ def test_the_informer_lists_again_after_an_expired_watch() -> None:
     name_a, name_b = a_work("a")["metadata"]["name"], a_work("b")["metadata"]["name"]
     assert events == [("ADDED", name_a), ("MODIFIED", name_a), ("ADDED", name_b),
                       (DELETED, name_a)]
+
+
+def test_a_kind_the_api_server_does_not_serve_counts_as_synced_and_empty() -> None:
+    hub = Recorder()
+    stop = threading.Event()
+    events: list[tuple[str, str]] = []
+    informer = Informer(cast(Kube, hub), r.WORKS, "ns", pause=0,
+                        handle=lambda kind, body: events.append((kind, body["metadata"]["name"])))
+    hub.listed = [a_work("a")]
+    informer.relist()
+
+    def absent(*_: Any, **__: Any) -> Any:
+        raise errors.NotFound(404, "NotFound", "the server could not find the resource")
+
+    hub.list = absent  # type: ignore[method-assign]
+    hub.watches = [errors.Unreachable(0, "", "broken")]  # lists again, and finds no kind
+    informer.synced.clear()
+    loop = threading.Thread(target=informer.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        assert informer.synced.wait(5)
+        assert events[-1] == (DELETED, a_work("a")["metadata"]["name"])  # its CRD went
+        assert informer.items() == []
+    finally:
+        stop.set()
+        loop.join(5)
+
+
+def test_a_work_changed_while_its_write_is_under_way_is_written_again() -> None:
+    """Writes do not wait for a round: each starts at once, and a change that comes while
+    its Work's write is under way (which may have read the state before it) is written
+    after it, never lost."""
+    sync, hub, _ = a_sync()
+    work = a_work()
+    name = work["metadata"]["name"]
+    sync.handle(work, deleted=False)
+    sync.status.take_marked()
+    entered, gate = threading.Event(), threading.Event()
+    write = hub.patch
+
+    def slow(*args: Any, **kwargs: Any) -> Body:
+        entered.set()
+        gate.wait(5)
+        return write(*args, **kwargs)
+
+    hub.patch = slow  # type: ignore[method-assign]
+    job = member_copy(work)
+    sync.state.stores.put_job(key_of(job), job)
+    sync.status.send(sync.status.take_marked())
+    assert entered.wait(5)
+    sync.status.send([name])  # changed again meanwhile
+    assert sync.status.take_marked() == set()  # not yet: after the write under way
+    gate.set()
+    for _ in range(500):
+        if sync.status.take_marked() == {name}:
+            break
+        threading.Event().wait(0.01)
+    else:
+        raise AssertionError("the change during the write was lost")
+
+
+def test_a_refused_write_is_tried_again_after_a_pause() -> None:
+    sync, hub, _ = a_sync()
+    work = a_work()
+    name = work["metadata"]["name"]
+    sync.handle(work, deleted=False)
+    sync.status.take_marked()
+
+    def refuse(*_: Any, **__: Any) -> Body:
+        raise errors.Unreachable(0, "Unreachable", "hub down")
+
+    hub.patch = refuse  # type: ignore[method-assign]
+    job = member_copy(work)
+    sync.state.stores.put_job(key_of(job), job)
+    sync.status.send(sync.status.take_marked())
+    for _ in range(500):
+        if sync.status.take_marked() == {name}:
+            break
+        threading.Event().wait(0.01)
+    else:
+        raise AssertionError("a refused write was not marked to be tried again")
+    assert sync.status._refused  # the loop pauses before its next round

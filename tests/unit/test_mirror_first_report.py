@@ -1,5 +1,5 @@
-"""A job bound at its first look gets one status write, not two: its members' first report,
-or the bound status when no report comes in time."""
+"""A bound job gets one status write, not two: its members' first report, or the bound status
+when no report comes in time; a job that waited shows why until then."""
 
 from __future__ import annotations
 
@@ -62,6 +62,20 @@ def test_without_a_report_in_time_the_bound_status_is_written() -> None:
         ("Created", "ScheduleBindingSucceed")]
     assert "member1" in status["conditions"][0]["message"]
     assert status["clusters"] == ["member1"]
+
+
+def test_a_job_that_waited_shows_why_until_its_first_report() -> None:
+    waited = {"conditions": [{"type": "Queuing", "status": "True", "reason": "QuotaExceeded"}],
+              "queue": {"reason": "QuotaExceeded", "message": "m", "name": "q", "position": 1}}
+    assert mirror(job(waited), [work()], 1.0) == (False, [])
+    settled, [first] = mirror(job(waited), [work(reported=True)], 1.0)
+    assert settled
+    assert "queue" not in first
+    assert [c["reason"] for c in first["conditions"]] == ["PyTorchJobCreated"]
+    settled, [late] = mirror(job(waited), [work()], FIRST_REPORT_WAIT_SECONDS + 1)
+    assert settled
+    assert "queue" not in late
+    assert [c["reason"] for c in late["conditions"]] == ["ScheduleBindingSucceed"]
 
 
 def test_a_job_that_showed_a_status_is_not_kept_waiting() -> None:

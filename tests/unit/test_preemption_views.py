@@ -146,6 +146,31 @@ def test_a_remembered_running_job_follows_its_works_reports() -> None:
     assert [pod.node for pod in after.pods] == ["n2"]
 
 
+def test_a_job_its_members_report_succeeded_is_no_victim_and_holds_no_quota() -> None:
+    """Its pods are done though its status does not say so yet (the hub writes it a moment
+    later): reclaimed meanwhile, it would run again from the start."""
+    cache = Cache()
+    tree = QuotaNode("root", max={GPU: 8}, children=(
+        QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
+    job = pytorchjob("done", "test", bound=True, admitted=True)
+    cache.upsert("jobs", job)
+    work = work_of(job, [{"name": "done-master-0", "role": "master", "node": "n1",
+                          "phase": "Succeeded"}])
+    work["metadata"]["resourceVersion"] = "1"
+    cache.upsert("works", work)
+    kept, leaves = RunningJobs(), leaves_by_namespace(tree)
+    assert len(victims(kept, cache, {"test": 0}, leaves)) == 1
+    assert q.holding(job, {"test": 0}, _demand, [work]) is not None
+    work["status"]["state"] = "Succeeded"
+    work["metadata"]["resourceVersion"] = "2"
+    cache.upsert("works", work)
+    assert victims(kept, cache, {"test": 0}, leaves) == ()
+    assert q.holding(job, {"test": 0}, _demand, [work]) is None
+    failed = {**work, "status": {**work["status"], "state": "Failed"}}
+    assert q.holding(job, {"test": 0}, _demand, [failed]) is not None  # may be failed over
+    assert q.holding(job, {"test": 0}, _demand, [work, failed]) is not None  # a share runs on
+
+
 def test_an_opportunistic_running_job_holds_no_quota() -> None:
     cache = Cache()
     tree = QuotaNode("root", max={GPU: 8}, children=(

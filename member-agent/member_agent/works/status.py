@@ -11,18 +11,21 @@ when its member job, one of its pods or its refusal changes (the member caches c
 (:meth:`StatusReporter.mark`), every round while it is in a reservation's phases (its
 placeholders depend on any pod of the member), and every ``resync`` seconds for all Works
 (client-go's resync, a safety net). Changes that come within ``batch`` seconds of each other
-are written once. The Works of a round are written side by side (each is its own object):
-one after another, a member finishing a few hundred short jobs a minute fell further behind
-every round, and the hub freed their quota that much later.
+are written once. Each Work's write starts as soon as a writer is free, not when the
+round before has been written: written round by round, a member finishing a few hundred
+short jobs a minute reported each one after the slowest write of the round before (two
+seconds at Kueue's scale on one member), and the hub freed their quota that much later. A
+Work changed while its write is under way is written again once it lands.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,7 +44,8 @@ from propagation.jobkey import JobKey
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-WRITERS = 8  # Work status writes under way at once
+WRITERS = 16  # Work status writes under way at once
+BACKOFF_SECONDS = 1.0  # after a write the hub refused or did not answer: do not hammer it
 
 
 def stamp() -> str:
@@ -63,6 +67,10 @@ class StatusReporter:
         self._unhealthy_since: dict[str, str] = {}
         self._cut: dict[str, str] = {}  # Work name -> why its job's status was cut
         self._writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="work-status")
+        self._sending: set[str] = set()  # Works whose write is under way
+        self._again: set[str] = set()  # ... and changed meanwhile: written again after it
+        self._refused = False  # a write since the last round failed
+        self.written: Callable[[str], None] = lambda name: None  # (a bench traces it)
 
     # -- what to look at ------------------------------------------------------------------
     def mark(self, *names: str) -> None:
@@ -117,15 +125,54 @@ class StatusReporter:
                 names |= self.book.names()
                 last_resync = time.monotonic()
             try:
-                if not self.report([*names, *reserving]):
-                    stop.wait(1.0)  # the hub is not answering: do not hammer it
+                self.send([*names, *reserving])
             except Exception:  # keep reporting whatever one Work does
                 log.exception("work status report failed")
+            with self._lock:
+                refused, self._refused = self._refused, False
+            if refused:
+                stop.wait(BACKOFF_SECONDS)
 
     def take_marked(self) -> set[str]:
         with self._lock:
             names, self._dirty = self._dirty, set()
         return names
+
+    def send(self, names: Iterable[str]) -> None:
+        """Write the status of each named Work that changed, without waiting for it: each
+        as soon as a writer is free. One whose write is under way is written again once
+        that lands (what it wrote may predate the change); one that fails is marked to be
+        looked at again."""
+        for name in sorted(set(names)):
+            work = self.book.get(name)
+            if work is None:
+                continue
+            with self._lock:
+                if name in self._sending:
+                    self._again.add(name)
+                    continue
+                self._sending.add(name)
+            try:
+                self.holds.refresh(work)  # (one after another: see report)
+                future = self._writers.submit(self._report_one, name)
+            except BaseException:
+                with self._lock:
+                    self._sending.discard(name)
+                raise
+            future.add_done_callback(functools.partial(self._sent, name))
+
+    def _sent(self, name: str, done: Future[bool]) -> None:
+        written = done.exception() is None and done.result()
+        if done.exception() is not None:
+            log.error("work status report failed", exc_info=done.exception(),
+                      extra={"work": name})
+        with self._lock:
+            self._sending.discard(name)
+            again = name in self._again
+            self._again.discard(name)
+            self._refused |= not written
+        if again or not written:
+            self.mark(name)
 
     def report(self, names: Iterable[str]) -> bool:
         """Write the status of each named Work that changed, side by side; False when the
@@ -164,6 +211,8 @@ class StatusReporter:
         with self._lock:
             if self.book.get(name) is not None:  # not purged meanwhile
                 self._reported[name] = status
+        if patch:
+            self.written(name)
         return True
 
     # -- what a Work reports --------------------------------------------------------------
