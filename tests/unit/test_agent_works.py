@@ -407,12 +407,7 @@ def test_a_work_changed_while_its_write_is_under_way_is_written_again() -> None:
     sync.status.send([name])  # changed again meanwhile
     assert sync.status.take_marked() == set()  # not yet: after the write under way
     gate.set()
-    for _ in range(500):
-        if sync.status.take_marked() == {name}:
-            break
-        threading.Event().wait(0.01)
-    else:
-        raise AssertionError("the change during the write was lost")
+    assert marked_again(sync, name), "the change during the write was lost"
 
 
 def test_a_refused_write_is_tried_again_after_a_pause() -> None:
@@ -429,10 +424,15 @@ def test_a_refused_write_is_tried_again_after_a_pause() -> None:
     job = member_copy(work)
     sync.state.stores.put_job(key_of(job), job)
     sync.status.send(sync.status.take_marked())
-    for _ in range(500):
-        if sync.status.take_marked() == {name}:
-            break
-        threading.Event().wait(0.01)
-    else:
-        raise AssertionError("a refused write was not marked to be tried again")
+    assert marked_again(sync, name), "a refused write was not marked to be tried again"
     assert sync.status._refused  # the loop pauses before its next round
+
+
+def marked_again(sync: Any, name: str, seconds: float = 5.0) -> bool:
+    """Whether the Work is marked to be looked at again within ``seconds`` (a write off the
+    loop's thread lands first)."""
+    for _ in range(int(seconds / 0.01)):
+        if sync.status.take_marked() == {name}:
+            return True
+        threading.Event().wait(0.01)
+    return False

@@ -123,19 +123,26 @@ def test_running_jobs_have_their_pods_on_their_nodes_and_their_quota() -> None:
     assert running.started == "2026-01-01T00:01:00Z"
 
 
-def test_a_remembered_running_job_follows_its_works_reports() -> None:
-    """The hub keeps a job's view as a possible victim between passes: a Work that reports
-    its pods elsewhere (a new resourceVersion) is read again, an unchanged one is not."""
+def running_on_one_node(name: str, role: str, phase: str) -> tuple[Cache, Body, Body, Any]:
+    """A bound job in quota leaf root/team whose Work (version 1) reports one pod on node n1
+    in ``phase``: the cache, the job, its Work, and the tree's leaves by namespace."""
     cache = Cache()
     tree = QuotaNode("root", max={GPU: 8}, children=(
         QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
-    job = pytorchjob("run", "test", bound=True, admitted=True)
+    job = pytorchjob(name, "test", bound=True, admitted=True)
     cache.upsert("jobs", job)
-    work = work_of(job, [{"name": "run-worker-0", "role": "worker", "node": "n1",
-                          "phase": "Running"}])
+    work = work_of(job, [{"name": f"{name}-{role}-0", "role": role, "node": "n1",
+                          "phase": phase}])
     work["metadata"]["resourceVersion"] = "1"
     cache.upsert("works", work)
-    kept, leaves = RunningJobs(), leaves_by_namespace(tree)
+    return cache, job, work, leaves_by_namespace(tree)
+
+
+def test_a_remembered_running_job_follows_its_works_reports() -> None:
+    """The hub keeps a job's view as a possible victim between passes: a Work that reports
+    its pods elsewhere (a new resourceVersion) is read again, an unchanged one is not."""
+    cache, _, work, leaves = running_on_one_node("run", "worker", "Running")
+    kept = RunningJobs()
     [before] = victims(kept, cache, {"test": 0}, leaves)
     assert victims(kept, cache, {"test": 0}, leaves) == (before,)
     work["status"]["pods"][0]["node"] = "n2"
@@ -149,16 +156,8 @@ def test_a_remembered_running_job_follows_its_works_reports() -> None:
 def test_a_job_its_members_report_succeeded_is_no_victim_and_holds_no_quota() -> None:
     """Its pods are done though its status does not say so yet (the hub writes it a moment
     later): reclaimed meanwhile, it would run again from the start."""
-    cache = Cache()
-    tree = QuotaNode("root", max={GPU: 8}, children=(
-        QuotaNode("team", max={GPU: 8}, namespaces=("team",)),))
-    job = pytorchjob("done", "test", bound=True, admitted=True)
-    cache.upsert("jobs", job)
-    work = work_of(job, [{"name": "done-master-0", "role": "master", "node": "n1",
-                          "phase": "Succeeded"}])
-    work["metadata"]["resourceVersion"] = "1"
-    cache.upsert("works", work)
-    kept, leaves = RunningJobs(), leaves_by_namespace(tree)
+    cache, job, work, leaves = running_on_one_node("done", "master", "Succeeded")
+    kept = RunningJobs()
     assert len(victims(kept, cache, {"test": 0}, leaves)) == 1
     assert q.holding(job, {"test": 0}, _demand, [work]) is not None
     work["status"]["state"] = "Succeeded"
