@@ -29,9 +29,9 @@ HUB_KUBECONFIG_SECRET = "fleet-hub-kubeconfig"
 AGENT_CONFIG = "fleet-agent"
 ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
-JOB_GROUPS = {"kubeflow.org": ["pytorchjobs", "tfjobs", "mpijobs", "jaxjobs", "paddlejobs",
-                                "xgboostjobs"],
-              "batch.tensorstack.dev": ["mpijobs", "tensorflowtrainingjobs"]}
+JOB_GROUPS: dict[str, list[str]] = {}
+for _adapter in ADAPTERS:
+    JOB_GROUPS.setdefault(_adapter.resource.group, []).append(_adapter.resource.plural)
 PODGROUP_GROUPS = ["scheduling.volcano.sh", "scheduling.x-k8s.io", "scheduler.tensorstack.dev"]
 REPO = Path(__file__).resolve().parent.parent
 

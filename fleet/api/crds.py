@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from fleet.api import cluster, kubeflow, policy, quota, t9k
+from fleet.api import cluster, jobset, kubeflow, policy, quota, t9k
 from fleet.api.protocol import GROUP
 from fleet.api.schema import structural_schema
 
@@ -124,6 +124,15 @@ ALL: tuple[CRD, ...] = (
     CRD(t9k.TensorFlowTrainingJob, T9K, "v1beta1", "TensorFlowTrainingJob",
         "tensorflowtrainingjobs", short_names=("tfj",),
         categories=("t9k", "fleet-jobs"), columns=JOB_COLUMNS_T9K),
+    CRD(jobset.JobSet, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets",
+        categories=("fleet-jobs",), columns=(
+            Column("TerminalState", ".status.terminalState",
+                   description="Completed or Failed, once the JobSet has finished"),
+            Column("Restarts", ".status.restarts", "integer"),
+            Column("Completed", '.status.conditions[?(@.type=="Completed")].status'),
+            Column("Suspended", ".spec.suspend"),
+            Column("Waiting", ".status.queue.reason", description="Why the hub holds it"),
+            AGE, PLACEMENT)),
     CRD(policy.PropagationPolicy, POLICY, "v1alpha1", "PropagationPolicy", "propagationpolicies",
         short_names=("pp",), status=False),
     CRD(policy.ClusterPropagationPolicy, POLICY, "v1alpha1", "ClusterPropagationPolicy",

@@ -112,6 +112,9 @@ JOB_UID = f"{GROUP}/job-uid"  # label: the hub job's uid (on Works, member copie
 WORK = f"{GROUP}/work"  # "<hub namespace>/<Work name>": the Work it was applied from
 OFFSETS = f"{GROUP}/replica-offsets"  # a split gang: this share's first index per role
 WORLD = f"{GROUP}/world"  # a split gang: every share of the placement (as PLACEMENT)
+# A kind whose spec cannot say a share's size (a JobSet's Jobs keep the whole gang's shape, for
+# names and ranks): the pods per role of this share.
+SHARE_REPLICAS = f"{GROUP}/share-replicas"
 
 # -- labels on other objects -----------------------------------------------------------------
 CLUSTER_LABEL = f"{GROUP}/cluster"  # a member's namespace, MemberCluster and heartbeat Lease
@@ -419,6 +422,15 @@ def replica_offsets(meta: Mapping[str, Any]) -> dict[str, int]:
     """A member copy's first replica index per role ({} unless the gang is split)."""
     offsets: dict[str, int] = json.loads(_annotations(meta).get(OFFSETS) or "{}")
     return offsets
+
+
+def share_replicas(meta: Mapping[str, Any]) -> dict[str, int] | None:
+    """A member copy's pods per role, when its kind records them apart (None otherwise)."""
+    text = _annotations(meta).get(SHARE_REPLICAS)
+    if not text:
+        return None
+    counts: dict[str, int] = json.loads(text)
+    return counts
 
 
 def world_text(meta: Mapping[str, Any]) -> str:

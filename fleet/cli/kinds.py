@@ -20,6 +20,8 @@ JOBS: dict[str, r.Resource] = {
     "tensorflowtrainingjob": r.TENSORFLOWTRAININGJOBS,
     "tensorflowtrainingjobs": r.TENSORFLOWTRAININGJOBS, "tfj": r.TENSORFLOWTRAININGJOBS,
     "tensorflowtrainingjob.batch.tensorstack.dev": r.TENSORFLOWTRAININGJOBS,
+    "jobset": r.JOBSETS, "jobsets": r.JOBSETS, "js": r.JOBSETS,
+    "jobset.jobset.x-k8s.io": r.JOBSETS,
 }
 PODS = ("pod", "pods", "po")
 QUEUES = ("queue", "queues", "q", "queue.scheduling.x-k8s.io")
@@ -28,7 +30,7 @@ CLUSTERS = ("cluster", "clusters", "membercluster", "memberclusters", "mc",
 WORKS = ("work", "works", "work.fleet.sh")
 ALL = (*JOBS, *PODS, *QUEUES, *CLUSTERS, *WORKS)
 PRIMARY_JOBS = ("pytorchjob", "tfjob", "mpijob", "jaxjob", "paddlejob", "xgboostjob",
-                "mpijob.batch.tensorstack.dev", "tensorflowtrainingjob")
+                "mpijob.batch.tensorstack.dev", "tensorflowtrainingjob", "jobset")
 PRIMARY = (*PRIMARY_JOBS, "pod", "queue", "clusters", "work")
 
 

@@ -94,8 +94,10 @@ T9K_MPIJOBS = Resource("batch.tensorstack.dev", "v1beta1", "mpijobs", kind="MPIJ
 TENSORFLOWTRAININGJOBS = Resource("batch.tensorstack.dev", "v1beta1", "tensorflowtrainingjobs",
                                   kind="TensorFlowTrainingJob")
 
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", kind="JobSet")
+
 JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, JAXJOBS, PADDLEJOBS, XGBOOSTJOBS,
-             T9K_MPIJOBS, TENSORFLOWTRAININGJOBS)
+             T9K_MPIJOBS, TENSORFLOWTRAININGJOBS, JOBSETS)
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,

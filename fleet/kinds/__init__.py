@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.api.kubeflow import OPERATOR_MANAGER
 from fleet.kinds.base import KindAdapter
+from fleet.kinds.jobset import JOBSET
 from fleet.kinds.kubeflow import JAX, MPI, PADDLE, PYTORCH, TF, XGBOOST
 from fleet.kinds.t9k import T9K_MPI, T9K_TF
 
-ADAPTERS: tuple[KindAdapter, ...] = (PYTORCH, TF, MPI, JAX, PADDLE, XGBOOST, T9K_MPI, T9K_TF)
+ADAPTERS: tuple[KindAdapter, ...] = (PYTORCH, TF, MPI, JAX, PADDLE, XGBOOST, T9K_MPI, T9K_TF,
+                                     JOBSET)
 
 _BY_KIND = {(a.resource.api_version, a.resource.kind): a for a in ADAPTERS}
 
@@ -31,8 +32,10 @@ def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
     """The controller other than fleet the job names to run it (as the training operator
     reads ``runPolicy.managedBy``: any value but its own); None when fleet runs it."""
     adapter = _BY_KIND.get((body.get("apiVersion", ""), body.get("kind", "")))
-    manager = adapter.managed_by(body) if adapter else None
-    return manager if manager not in (None, OPERATOR_MANAGER) else None
+    if adapter is None:
+        return None
+    manager = adapter.managed_by(body)
+    return manager if manager not in (None, *adapter.own_managers) else None
 
 
 __all__ = ["ADAPTERS", "KindAdapter", "adapter_for", "managed_elsewhere"]

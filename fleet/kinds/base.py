@@ -102,6 +102,7 @@ class KindAdapter:
     terminal_states: tuple[str, ...] = ("Succeeded", "Failed")
 
     replicas_field = "spec"  # where the kind's replica specs live, for messages
+    own_managers: tuple[str, ...] = ()  # managedBy values that leave the job to fleet
 
     def role_path(self, role: str) -> str:
         """The field of one role's spec, as a message names it."""

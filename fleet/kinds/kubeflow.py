@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.api.kubeflow import MULTIKUEUE_MANAGER
+from fleet.api.kubeflow import MULTIKUEUE_MANAGER, OPERATOR_MANAGER
 from fleet.clients import resources as r
 from fleet.kinds.base import Body, KindAdapter, deep_copy
 from fleet.kinds.status import merge_kubeflow_status
@@ -15,6 +15,7 @@ class KubeflowAdapter(KindAdapter):
     """Replica specs in a map keyed by replica type; without a leader, worker 0 leads."""
 
     fallback_leader = "Worker"
+    own_managers = (OPERATOR_MANAGER,)
 
     def __init__(self, resource: r.Resource, field: str, leaders: tuple[str, ...],
                  work_prefix: str) -> None:

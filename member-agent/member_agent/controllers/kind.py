@@ -111,8 +111,8 @@ class JobKind:
         """The replica whose success ends the job."""
         return self.description.leader_role(types), 0
 
-    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
-                   ) -> frozenset[str]:
+    def held_types(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                   pods: Sequence[core.ObservedPod]) -> frozenset[str]:
         """Replica types whose pods must wait (an MPI launcher waits for ready workers)."""
         return frozenset()
 

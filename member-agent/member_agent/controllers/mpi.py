@@ -37,8 +37,8 @@ class LauncherAfterWorkers:
             return derived_name(job_name, "launcher")
         return replica_name(job_name, rtype, index)
 
-    def held_types(self, types: Sequence[core.ReplicaType], pods: Sequence[core.ObservedPod]
-                   ) -> frozenset[str]:
+    def held_types(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                   pods: Sequence[core.ObservedPod]) -> frozenset[str]:
         wanted = sum(t.replicas for t in types if t.name == self.worker)
         ready = [p for p in pods if p.role == self.worker.lower() and p.ready and not p.deleting]
         return frozenset() if len(ready) >= wanted else frozenset({self.launcher})

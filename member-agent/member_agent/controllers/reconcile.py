@@ -123,7 +123,7 @@ def _decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedP
             stop=stop, evict=bool(mode.stop) and not finished,
             hold=not observed.gang_admitted, variant=mode.variant,
             retryable_codes=kind.retryable_codes, decisive=frozenset({leader}),
-            held=kind.held_types(types, pods),
+            held=kind.held_types(job, types, pods),
         )
 
     result = make_plan(finished or bool(mode.stop))

@@ -28,6 +28,7 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from member_agent.controllers import core, sshkeys, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
+from member_agent.controllers.jobset import JOBSET
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
 from member_agent.controllers.kubeflow_frameworks import JAX, PADDLE, XGBOOST
@@ -62,7 +63,7 @@ COMPONENT = "fleet-agent"
 
 KINDS: dict[str, JobKind] = {kind.key: kind for kind in (PYTORCH, TF, TENSORFLOW, KUBEFLOW_MPI,
                                                           JAX, PADDLE, XGBOOST,
-                                                          T9K_MPI)}
+                                                          T9K_MPI, JOBSET)}
 FIELD_MANAGER = "fleet-job-controller"
 
 

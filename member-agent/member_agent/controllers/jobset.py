@@ -1,0 +1,326 @@
+"""JobSet on the member, without the JobSet or Job controllers: their pods, made directly.
+
+Each replicated job's pods are named and labelled as JobSet v0.12 and the Job controller name
+and label an Indexed Job's pods: ``<jobset>-<rjob>-<jobIndex>-<completionIndex>`` (also the
+hostname, in the JobSet's subdomain, which a headless Service of that name serves), labels and
+annotations ``jobset.sigs.k8s.io/*`` and ``batch.kubernetes.io/job-completion-index``, and
+``JOB_COMPLETION_INDEX`` in every container. The status is JobSet's: Jobs per replicated job
+(a Job is ready when its pods are ready or done, succeeded when all succeeded, failed when a
+pod failed past the Job's backoff limit), ``Completed`` when the success policy holds
+(``All``: every Job of the target replicated jobs, ``Any``: one), ``Failed`` when a Job fails,
+``Suspended`` while ``spec.suspend``. A replicated job that ``dependsOn`` another (or follows
+it under ``startupPolicy: InOrder``) waits until that one is Ready (or Complete).
+
+Differs from JobSet on purpose: pods have no random suffix (one pod per completion index at a
+time), a pod's retries count against the smallest backoff limit of the JobSet's Jobs, and a
+failed Job fails the JobSet (``failurePolicy`` restarts are not yet carried out).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.api import protocol
+from fleet.clients import resources as r
+from fleet.clients.resources import Resource
+from fleet.kinds import jobset as kinds
+from member_agent.controllers import core
+from member_agent.controllers.conditions import is_true, set_condition
+from member_agent.controllers.kind import Body, JobKind, Observed, RunMode, owner
+from member_agent.controllers.naming import label_value, shorten
+
+PREFIX = "jobset.sigs.k8s.io"
+JOBSET_NAME = f"{PREFIX}/jobset-name"
+JOBSET_UID = f"{PREFIX}/jobset-uid"
+RJOB_NAME = f"{PREFIX}/replicatedjob-name"
+RJOB_REPLICAS = f"{PREFIX}/replicatedjob-replicas"
+GLOBAL_REPLICAS = f"{PREFIX}/global-replicas"
+JOB_INDEX = f"{PREFIX}/job-index"
+JOB_GLOBAL_INDEX = f"{PREFIX}/job-global-index"
+JOB_KEY = f"{PREFIX}/job-key"
+RESTART_ATTEMPT = f"{PREFIX}/restart-attempt"
+GROUP_NAME = f"{PREFIX}/group-name"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_NAME = "batch.kubernetes.io/job-name"
+REPLICA_INDEX = f"{protocol.GROUP}/replica-index"  # the pod's index in its replicated job
+DEFAULT_BACKOFF = 6  # a Job's backoffLimit when it sets none
+
+
+def _rjobs(job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return kinds.replicated_jobs(job)
+
+
+def _rjob(job: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    return next(j for j in _rjobs(job) if j["name"] == name)
+
+
+def job_name(jobset: str, rjob: str, job_index: int) -> str:
+    tail = f"-{rjob}-{job_index}"
+    return shorten(f"{jobset}{tail}", keep_tail=tail)
+
+
+class JobSetKind(JobKind):
+    description = kinds.JOBSET
+    container = ""
+    job_label, type_label, index_label = JOBSET_NAME, RJOB_NAME, REPLICA_INDEX
+
+    def default_restart(self, rtype: str) -> core.Restart:
+        return core.Restart.ON_FAILURE
+
+    def run_mode(self, job: Mapping[str, Any]) -> RunMode:
+        return RunMode(stop="Suspended" if (job.get("spec") or {}).get("suspend") else "")
+
+    def backoff_limit(self, job: Mapping[str, Any]) -> int | None:
+        limits = [((j.get("template") or {}).get("spec") or {}).get("backoffLimit")
+                  for j in _rjobs(job)]
+        return min(DEFAULT_BACKOFF if v is None else int(v) for v in limits)
+
+    def deadline(self, job: Mapping[str, Any]) -> int | None:
+        return None
+
+    def ttl(self, job: Mapping[str, Any]) -> int | None:
+        if protocol.WORK in (job["metadata"].get("annotations") or {}):
+            return None  # the hub deletes a federated JobSet, and its Works with it
+        return self.description.ttl(job)
+
+    def cleanup(self, job: Mapping[str, Any]) -> core.Cleanup:
+        return core.Cleanup.UNFINISHED  # JobSet deletes its active Jobs once it finished
+
+    stop_unfinished_on_failure = True
+
+    def restarts_so_far(self, status: Mapping[str, Any]) -> int:
+        return int(status.get("podRestarts", 0))
+
+    # -- pods ----------------------------------------------------------------------------
+    def place(self, job: Mapping[str, Any], rtype: str, index: int) -> tuple[int, int]:
+        """(Job index, completion index) of pod ``index`` of replicated job ``rtype``."""
+        width = kinds.parallelism(_rjob(job, rtype))
+        return index // width, index % width
+
+    def pod_name(self, job_name_: str, rtype: str, index: int) -> str:
+        raise NotImplementedError("JobSet pods are named from the JobSet: see pod_of")
+
+    def pod_of(self, job: Mapping[str, Any], rtype: str, index: int) -> str:
+        job_index, completion = self.place(job, rtype, index)
+        tail = f"-{rtype}-{job_index}-{completion}"
+        return shorten(f"{job['metadata']['name']}{tail}", keep_tail=tail)
+
+    def subdomain(self, job: Mapping[str, Any]) -> str:
+        network = (job.get("spec") or {}).get("network") or {}
+        return str(network.get("subdomain") or job["metadata"]["name"])
+
+    def dns_hostnames(self, job: Mapping[str, Any]) -> bool:
+        network = (job.get("spec") or {}).get("network") or {}
+        return network.get("enableDNSHostnames") is not False
+
+    def peer_host(self, job: Mapping[str, Any], rtype: str, index: int,
+                  *, qualified: bool = False) -> str:
+        """``<pod>.<subdomain>``, as JobSet's pods reach each other."""
+        host = f"{self.pod_of(job, rtype, index)}.{self.subdomain(job)}"
+        return f"{host}.{job['metadata']['namespace']}.svc" if qualified else host
+
+    def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
+        meta = job["metadata"]
+        rjob = _rjob(job, rtype)
+        job_index, completion = self.place(job, rtype, index)
+        name = job_name(meta["name"], rtype, job_index)
+        before = sum(int(j.get("replicas", 1)) for j in _rjobs(job)[
+            :[j["name"] for j in _rjobs(job)].index(rtype)])
+        marks = {
+            JOBSET_NAME: label_value(meta["name"]), JOBSET_UID: str(meta.get("uid", "")),
+            RJOB_NAME: rtype, RJOB_REPLICAS: str(rjob.get("replicas", 1)),
+            GLOBAL_REPLICAS: str(sum(int(j.get("replicas", 1)) for j in _rjobs(job))),
+            JOB_INDEX: str(job_index), JOB_GLOBAL_INDEX: str(before + job_index),
+            JOB_KEY: hashlib.sha1(f"{meta['namespace']}/{name}".encode()).hexdigest(),
+            RESTART_ATTEMPT: str(int((job.get("status") or {}).get("restarts", 0))),
+            GROUP_NAME: str(rjob.get("groupName") or "default"),
+            COMPLETION_INDEX: str(completion), JOB_NAME: label_value(name),
+            "job-name": label_value(name), REPLICA_INDEX: str(index),
+        }
+        uid = (meta.get("labels") or {}).get(protocol.JOB_UID)
+        if uid:
+            marks[protocol.JOB_UID] = uid
+        return marks
+
+    def pod(self, job: Mapping[str, Any], rtype: core.ReplicaType, index: int, variant: str,
+            gang: Any) -> Body:
+        meta = job["metadata"]
+        template_meta = rtype.template.get("metadata") or {}
+        spec = copy.deepcopy(dict(rtype.template.get("spec") or {}))
+        spec["restartPolicy"] = "Never"  # the controller restarts replicas (see core)
+        _, completion = self.place(job, rtype.name, index)
+        for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            container["env"] = [*(container.get("env") or []),
+                                {"name": "JOB_COMPLETION_INDEX", "value": str(completion)}]
+        name = self.pod_of(job, rtype.name, index)
+        if self.dns_hostnames(job):
+            spec["hostname"] = name
+            spec["subdomain"] = self.subdomain(job)
+        labels = self.labels(job, rtype.name, index)
+        pod: Body = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": meta["namespace"],
+                "labels": {**(template_meta.get("labels") or {}), **labels},
+                "annotations": {**(template_meta.get("annotations") or {}),
+                                **{k: v for k, v in labels.items() if k.startswith(PREFIX)},
+                                COMPLETION_INDEX: str(completion)},
+                "ownerReferences": [owner(job)],
+            },
+            "spec": spec,
+        }
+        if variant:
+            pod["metadata"]["annotations"][protocol.RUN_VARIANT] = variant
+        if gang is not None:
+            gang.decorate(pod, rtype.label)
+        return pod
+
+    def service(self, job: Mapping[str, Any], rtype: str, index: int) -> Body | None:
+        return None  # one headless Service for the whole JobSet (objects)
+
+    def objects(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                pods: Sequence[core.ObservedPod]) -> list[tuple[Resource, Body]]:
+        if not self.dns_hostnames(job):
+            return []
+        meta = job["metadata"]
+        network = (job.get("spec") or {}).get("network") or {}
+        return [(r.SERVICES, {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": self.subdomain(job), "namespace": meta["namespace"],
+                         "labels": {JOBSET_NAME: label_value(meta["name"])},
+                         "ownerReferences": [owner(job)]},
+            "spec": {"clusterIP": "None",
+                     "publishNotReadyAddresses": network.get("publishNotReadyAddresses")
+                     is not False,
+                     "selector": {JOBSET_NAME: label_value(meta["name"])}},
+        })]
+
+    def held_types(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                   pods: Sequence[core.ObservedPod]) -> frozenset[str]:
+        """Replicated jobs waiting for the ones they depend on (``dependsOn``, or the one
+        before under ``startupPolicy: InOrder``, which waits for Ready). A dependency with
+        no pods on this member is not waited for (see the kind's docs)."""
+        spec = job.get("spec") or {}
+        in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+        local = {t.name: t for t in types}
+        held: set[str] = set()
+        names = [str(j["name"]) for j in _rjobs(job)]
+        for position, rjob in enumerate(_rjobs(job)):
+            needs = [(str(d["name"]), str(d["status"])) for d in rjob.get("dependsOn") or []]
+            if in_order and position:
+                needs.append((names[position - 1], "Ready"))
+            for name, status in needs:
+                if name in held or (name in local and not _reached(local[name], pods, status)):
+                    held.add(str(rjob["name"]))
+        return frozenset(held)
+
+    # -- status --------------------------------------------------------------------------
+    def status(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+               result: core.Plan, pods: Sequence[core.ObservedPod], mode: RunMode,
+               observed: Observed, now: str) -> Body:
+        old: Mapping[str, Any] = job.get("status") or {}
+        if self.finished(old):
+            return dict(old)
+        name = job["metadata"]["name"]
+        conditions = list(old.get("conditions") or [])
+        jobs = self.jobs_status(job, types, result, pods, suspended=bool(mode.stop))
+        if mode.stop:
+            conditions = set_condition(conditions, "Suspended", True, "SuspendedJobs",
+                                       "jobset is suspended", now)
+        elif is_true(conditions, "Suspended"):
+            conditions = set_condition(conditions, "Suspended", False, "ResumeJobs",
+                                       "jobset is resumed", now)
+        failed = next((t for t in types if result.counts[t.name].failed), None)
+        if failed is not None and not mode.stop:
+            first = job_name(name, failed.name, self._failed_job(job, failed, result))
+            conditions = set_condition(
+                conditions, "Failed", True, "FailedJobs", "jobset failed due to one or more "
+                f"job failures (first failed job: {first})", now)
+        elif not mode.stop and self._completed(job, types, result):
+            conditions = set_condition(conditions, "Completed", True, "AllJobsCompleted",
+                                       "jobset completed successfully", now)
+        status: Body = {"conditions": conditions, "replicatedJobsStatus": jobs,
+                        "restarts": int(old.get("restarts", 0)),
+                        "podRestarts": self.restarts_so_far(old) + len(result.restarted)}
+        if is_true(conditions, "Failed"):
+            status["terminalState"] = "Failed"
+        elif is_true(conditions, "Completed"):
+            status["terminalState"] = "Completed"
+        return status
+
+    def _failed_job(self, job: Mapping[str, Any], rtype: core.ReplicaType,
+                    result: core.Plan) -> int:
+        indices = sorted(i for t, i, _ in result.failed_replicas if t == rtype.name)
+        return self.place(job, rtype.name, indices[0])[0] if indices else 0
+
+    def jobs_status(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                    result: core.Plan, pods: Sequence[core.ObservedPod], *,
+                    suspended: bool) -> list[Body]:
+        """Jobs per replicated job, as JobSet counts them (of this share's pods)."""
+        by_slot = {(p.role, p.index): p for p in pods if not p.deleting}
+        failed = {(t, i) for t, i, _ in result.failed_replicas}
+        out = []
+        for rtype in types:
+            counts = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+            jobs: dict[int, list[int]] = {}
+            for index in rtype.indices():
+                jobs.setdefault(self.place(job, rtype.name, index)[0], []).append(index)
+            for indices in jobs.values():
+                mine = [by_slot.get((rtype.label, i)) for i in indices]
+                if suspended:
+                    counts["suspended"] += 1
+                elif any((rtype.name, i) in failed for i in indices):
+                    counts["failed"] += 1
+                elif all((rtype.name, i) in result.succeeded_replicas for i in indices):
+                    counts["succeeded"] += 1
+                else:
+                    if any(p is not None and not p.finished for p in mine):
+                        counts["active"] += 1
+                    if all(p is not None and (p.ready or p.phase == "Succeeded")
+                           for p in mine):
+                        counts["ready"] += 1
+            out.append({"name": rtype.name, **counts})
+        return out
+
+    def _completed(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
+                   result: core.Plan) -> bool:
+        policy = (job.get("spec") or {}).get("successPolicy") or {}
+        targets = set(policy.get("targetReplicatedJobs") or [t.name for t in types])
+        jobs: dict[tuple[str, int], bool] = {}
+        for rtype in types:
+            if rtype.name not in targets:
+                continue
+            for index in rtype.indices():
+                slot = (rtype.name, self.place(job, rtype.name, index)[0])
+                done = (rtype.name, index) in result.succeeded_replicas
+                jobs[slot] = jobs.get(slot, True) and done
+        if not jobs:
+            return False
+        return any(jobs.values()) if policy.get("operator") == "Any" else all(jobs.values())
+
+    def fail(self, job: Mapping[str, Any], status: Body, reason: str, message: str,
+             now: str) -> Body:
+        text = f"jobset {job['metadata']['name']} {message}"
+        return {**status, "conditions": set_condition(status.get("conditions") or [],
+                                                      "Failed", True, reason, text, now),
+                "terminalState": "Failed"}
+
+
+def _reached(rtype: core.ReplicaType, pods: Sequence[core.ObservedPod], status: str) -> bool:
+    """Whether every local pod of ``rtype`` is ready or done (``Ready``), or succeeded."""
+    mine = {p.index: p for p in pods if p.role == rtype.label and not p.deleting}
+    for index in rtype.indices():
+        pod = mine.get(index)
+        if pod is None:
+            return False
+        if status == "Complete" and pod.phase != "Succeeded":
+            return False
+        if status != "Complete" and not (pod.ready or pod.finished):
+            return False
+    return True
+
+
+JOBSET = JobSetKind()
