@@ -13,17 +13,18 @@ import sys
 from pathlib import Path
 
 SDK = "kubeflow-training==1.9.4"
+TRAINER_SDK = "kubeflow==0.5.0"  # Kubeflow Trainer v2's TrainerClient (Trainer v2.3.0's API)
 SUITE_TOOLS = ("pytest",)  # what the training operator's own SDK suite needs besides the SDK
 
 
-def sdk_python(*extra: str) -> Path:
-    """The virtualenv's python, with the SDK and ``extra`` packages installed."""
+def sdk_python(*extra: str, sdk: str = SDK) -> Path:
+    """The virtualenv's python, with ``sdk`` and ``extra`` packages installed."""
     cache = Path(os.environ.get("FLEET_SDK_CACHE", Path.home() / ".cache" / "fleet" / "sdk"))
-    venv = cache / SDK.replace("==", "-")
+    venv = cache / sdk.replace("==", "-")
     python = venv / "bin" / "python"
     if not (venv / ".installed").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", SDK], check=True,
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", sdk], check=True,
                        timeout=600)
         (venv / ".installed").touch()
     for package in extra:

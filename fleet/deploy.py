@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
-from fleet.api.protocol import GROUP, JOB_WEBHOOK
+from fleet.api import runtimes
+from fleet.api.protocol import GROUP, JOB_WEBHOOK, RUNTIME_WEBHOOK
+from fleet.clients.resources import TRAINJOBS
 from fleet.kinds import ADAPTERS
 
 Body = dict[str, Any]
@@ -29,9 +31,13 @@ HUB_KUBECONFIG_SECRET = "fleet-hub-kubeconfig"
 AGENT_CONFIG = "fleet-agent"
 ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
-JOB_GROUPS: dict[str, list[str]] = {}
+JOB_GROUPS: dict[str, list[str]] = {}  # the kinds the hub places
+MEMBER_JOB_GROUPS: dict[str, list[str]] = {}  # the kinds agents run (a TrainJob as a JobSet)
 for _adapter in ADAPTERS:
     JOB_GROUPS.setdefault(_adapter.resource.group, []).append(_adapter.resource.plural)
+    if _adapter.runs_on_members:
+        MEMBER_JOB_GROUPS.setdefault(_adapter.resource.group, []).append(
+            _adapter.resource.plural)
 PODGROUP_GROUPS = ["scheduling.volcano.sh", "scheduling.x-k8s.io", "scheduler.tensorstack.dev"]
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,10 +50,10 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str],
     return rule
 
 
-def _job_rules(verbs: list[str]) -> list[Body]:
+def _job_rules(verbs: list[str], groups: dict[str, list[str]] = JOB_GROUPS) -> list[Body]:
     """``verbs`` on the job kinds; their status subresource serves get, patch and update."""
     status = ["get", "patch", "update"]
-    return [rule for group, plurals in JOB_GROUPS.items()
+    return [rule for group, plurals in groups.items()
             for rule in (_rule([group], plurals, verbs),
                          _rule([group], [f"{p}/status" for p in plurals], status))]
 
@@ -133,12 +139,14 @@ def hub_rules() -> list[Body]:
         _rule(["policy.one.alibabacloud.com"],
               ["propagationpolicies", "clusterpropagationpolicies"], READ),
         _rule(["scheduling.sigs.k8s.io"], ["elasticquotatrees"], READ),
+        _rule(["trainer.kubeflow.org"], ["trainingruntimes", "clustertrainingruntimes"], READ),
         _rule(["scheduling.x-k8s.io"], ["queues"], READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule([""], ["configmaps", "secrets", "persistentvolumeclaims"], ["get"]),
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["coordination.k8s.io"], ["leases"], READ),  # the agents' heartbeats
-        _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"],
+        _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations",
+                                                  "mutatingwebhookconfigurations"],
               ["get", "patch"], [WEBHOOK_CONFIGURATION]),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
         # read-only mirrors of job pods, on nodes that stand for the members (fleet.hub.pod_mirrors)
@@ -214,6 +222,31 @@ def job_webhook() -> Body:
                           f"'system:serviceaccount:{NAMESPACE}:{HUB}'"}],
         "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
                                      "path": f"/{JOB_WEBHOOK}", "port": WEBHOOK_PORT}},
+    }
+
+
+def mutating_webhook_configuration() -> Body:
+    """The hub's one mutating webhook: a new TrainJob gets the snapshot of its runtime
+    (fleet.hub.trainer_runtimes), or is refused when the runtime is missing or the job does
+    not fit it. Fails closed: a TrainJob stored without its snapshot could not be placed."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": _meta(WEBHOOK_CONFIGURATION, False),
+        "webhooks": [{
+            "name": "trainjobs.fleet.sh",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "reinvocationPolicy": "Never",
+            "timeoutSeconds": 10,
+            "rules": [{"apiGroups": [TRAINJOBS.group], "apiVersions": [TRAINJOBS.version],
+                       "resources": [TRAINJOBS.plural], "operations": ["CREATE"],
+                       "scope": "Namespaced"}],
+            "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
+                                         "path": f"/{RUNTIME_WEBHOOK}",
+                                         "port": WEBHOOK_PORT}},
+        }],
     }
 
 
@@ -302,7 +335,10 @@ def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
                             {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
                             {"name": "health", "port": HEALTH_PORT, "targetPort": "health"}]}},
         webhook_configuration(),
+        mutating_webhook_configuration(),
         *leader_term_policy(),
+        *runtimes.defaults(),
+        *runtimes.public_version(),
     ]
 
 
@@ -312,7 +348,7 @@ def agent_rules() -> list[Body]:
     name: read, apply, replace one fleet made), read nodes for capacity. It holds
     ``pods/exec`` only because Kubernetes lets it grant an MPI launcher no more than it has."""
     return [
-        *_job_rules(ALL),
+        *_job_rules(ALL, MEMBER_JOB_GROUPS),
         _rule([""], ["pods", "services", "configmaps", "secrets", "serviceaccounts",
                      "persistentvolumeclaims"], ALL),
         _rule([""], ["pods/exec"], ["create"]),
@@ -414,6 +450,8 @@ def render(directory: Path) -> dict[Path, str]:
     for chart, rules in chart_rbac().items():
         files[directory / "helm" / chart / "files" / "rbac.yaml"] = yaml.dump(
             rules, Dumper=_NoAliases, sort_keys=False)
+    files[directory / "helm" / "fleet-hub" / "files" / "runtimes.yaml"] = yaml.dump(
+        runtimes.defaults(), Dumper=_NoAliases, sort_keys=False)
     return {path: "# Generated by `python -m fleet.deploy`; do not edit.\n" + text
             for path, text in files.items()}
 

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from fleet.api import cluster, jobset, kubeflow, policy, quota, t9k
+from fleet.api import cluster, jobset, kubeflow, policy, quota, t9k, trainer
 from fleet.api.protocol import GROUP
 from fleet.api.schema import structural_schema
 
@@ -133,6 +133,15 @@ ALL: tuple[CRD, ...] = (
             Column("Suspended", ".spec.suspend"),
             Column("Waiting", ".status.queue.reason", description="Why the hub holds it"),
             AGE, PLACEMENT)),
+    CRD(trainer.TrainJob, trainer.TRAINER_GROUP, "v1alpha1", "TrainJob", "trainjobs",
+        categories=("fleet-jobs",), columns=(
+            Column("State", ".status.conditions[-1:].type"),
+            Column("Waiting", ".status.queue.reason", description="Why the hub holds it"),
+            AGE, PLACEMENT)),
+    CRD(trainer.TrainingRuntime, trainer.TRAINER_GROUP, "v1alpha1", "TrainingRuntime",
+        "trainingruntimes", status=False),
+    CRD(trainer.ClusterTrainingRuntime, trainer.TRAINER_GROUP, "v1alpha1",
+        "ClusterTrainingRuntime", "clustertrainingruntimes", scope="Cluster", status=False),
     CRD(policy.PropagationPolicy, POLICY, "v1alpha1", "PropagationPolicy", "propagationpolicies",
         short_names=("pp",), status=False),
     CRD(policy.ClusterPropagationPolicy, POLICY, "v1alpha1", "ClusterPropagationPolicy",

@@ -19,6 +19,7 @@ from fleet.api import limits
 from fleet.api.base import Condition, CustomResource, KubeModel
 from fleet.api.kubeflow import QueueInfo
 from fleet.api.pods import PodTemplateSpec, TemplateMetadata
+from fleet.api.schema import SERVED_DEFAULT
 
 JOBSET_V1ALPHA2 = "jobset.x-k8s.io/v1alpha2"
 # spec.managedBy as JobSet reads it: unset or its own name, the JobSet controller (here:
@@ -103,7 +104,8 @@ class ReplicatedJob(KubeModel):
                                    '(default "default").')
     template: JobTemplateSpec
     replicas: int = Field(default=1, ge=1, le=limits.MAX_REPLICAS,
-                          description="Jobs made from the template (default 1).")
+                          description="Jobs made from the template (default 1).",
+                          json_schema_extra={SERVED_DEFAULT: 1})
     depends_on: list[DependsOn] | None = Field(
         default=None, max_length=5,
         description="The replicated jobs to wait for (Ready or Complete) before this one "
@@ -187,8 +189,9 @@ MANAGED_BY_IMMUTABLE: JsonDict = {"x-kubernetes-validations": [
 
 class JobSetSpec(KubeModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        _rule("self.replicatedJobs.map(r, r.replicas * (has(r.template.spec.parallelism) ? "
-              "r.template.spec.parallelism : 1)).sum() <= " + str(limits.MAX_JOB_REPLICAS),
+        _rule("self.replicatedJobs.map(r, (has(r.replicas) ? r.replicas : 1) * "
+              "(has(r.template.spec.parallelism) ? r.template.spec.parallelism : 1)).sum() <= "
+              + str(limits.MAX_JOB_REPLICAS),
               f"spec.replicatedJobs: more than {limits.MAX_JOB_REPLICAS} pods in the JobSet"),
         _rule("!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) || "
               "self.successPolicy.targetReplicatedJobs.all(t, "

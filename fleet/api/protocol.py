@@ -24,6 +24,7 @@ GROUP = "fleet.sh"
 API_VERSION = f"{GROUP}/v1alpha1"
 MEMBER_NAMESPACE_PREFIX = "fleet-member-"  # a member's namespace on the hub: its Works
 JOB_WEBHOOK = "job"  # the hub's webhook for jobs: its handler id, and its path on the server
+RUNTIME_WEBHOOK = "trainjob-runtime"  # the mutating one that snapshots a TrainJob's runtime
 
 # -- on a hub job: the hub's bookkeeping (none of it reaches a member copy) -----------------
 PLACEMENT = f"{GROUP}/placement"  # the shares of the bind, as encode_placement writes them
@@ -89,10 +90,14 @@ RESERVED_PLACEMENT = f"{GROUP}/reserved-placement"
 # node holds one tenant's pods where it can: what a reclaim or a preemption frees is then
 # whole nodes, and one tenant's small jobs do not break up the nodes another's guarantee needs.
 TENANT = f"{GROUP}/tenant"
+# A TrainJob: the runtime it was made from (JSON: kind, name, spec), stamped by the hub's
+# webhook at creation, as Trainer v2.3 snapshots it (KEP-2599); its Works carry the JobSet
+# resolved from it, so members never need the runtime.
+RUNTIME = f"{GROUP}/runtime"
 # The annotations above that stay on the hub job: its member copies never carry them.
 HUB_ONLY = (PLACEMENT, CLUSTERS, ADMITTED_AT, ADMITTED_BY, TERM, REQUEUE, REQUEUED_AT,
             FAILOVER_SINCE, FAILOVER_AVOID, PREEMPTED_BY, RESIZED, RESERVE_RETRY_AT,
-            RESERVED_PLACEMENT, TENANT)
+            RESERVED_PLACEMENT, TENANT, RUNTIME)
 
 # -- on a Work ------------------------------------------------------------------------------
 # From the Work's creation: the member's agent removes it once it has taken the Work's
@@ -112,6 +117,9 @@ JOB_UID = f"{GROUP}/job-uid"  # label: the hub job's uid (on Works, member copie
 WORK = f"{GROUP}/work"  # "<hub namespace>/<Work name>": the Work it was applied from
 OFFSETS = f"{GROUP}/replica-offsets"  # a split gang: this share's first index per role
 WORLD = f"{GROUP}/world"  # a split gang: every share of the placement (as PLACEMENT)
+# A JobSet resolved from an MPI runtime: its slots per node and whether the launcher is a node
+# too, from which its agent writes the hostfile (JSON).
+MPI_HOSTS = f"{GROUP}/mpi-hosts"
 # A kind whose spec cannot say a share's size (a JobSet's Jobs keep the whole gang's shape, for
 # names and ranks): the pods per role of this share.
 SHARE_REPLICAS = f"{GROUP}/share-replicas"

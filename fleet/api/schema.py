@@ -40,6 +40,9 @@ MAX_NESTING = 8
 # A model that names a core Kubernetes type (json_schema_extra) takes that type's whole
 # structure, its own fields and bounds laid over it.
 CORE_TYPE = "x-fleet-core-type"
+# The value the API server fills in when the field is unset (pydantic's own default is the
+# Python model's, dropped from the schema: most of fleet's defaults are applied by readers).
+SERVED_DEFAULT = "x-fleet-default"
 
 
 def _convert(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = ()) -> Schema:
@@ -82,6 +85,8 @@ def _convert(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = ())
             out["enum"] = [value]
         elif key == "anyOf":  # int-or-string keeps its anyOf as Kubernetes spells it
             out["anyOf"] = value
+        elif key == SERVED_DEFAULT:
+            out["default"] = value
         else:
             out[key] = value
     core = out.pop(CORE_TYPE, None)
@@ -119,6 +124,8 @@ def _collapse_union(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...
     for key, value in node.items():
         if key == "x-kubernetes-validations":
             inner[key] = [*inner.get(key, []), *value]
+        elif key == SERVED_DEFAULT:
+            inner["default"] = value
         elif key in _MERGEABLE and key not in inner:
             inner[key] = value
     return inner

@@ -22,6 +22,8 @@ JOBS: dict[str, r.Resource] = {
     "tensorflowtrainingjob.batch.tensorstack.dev": r.TENSORFLOWTRAININGJOBS,
     "jobset": r.JOBSETS, "jobsets": r.JOBSETS, "js": r.JOBSETS,
     "jobset.jobset.x-k8s.io": r.JOBSETS,
+    "trainjob": r.TRAINJOBS, "trainjobs": r.TRAINJOBS,
+    "trainjob.trainer.kubeflow.org": r.TRAINJOBS,
 }
 PODS = ("pod", "pods", "po")
 QUEUES = ("queue", "queues", "q", "queue.scheduling.x-k8s.io")
@@ -30,7 +32,8 @@ CLUSTERS = ("cluster", "clusters", "membercluster", "memberclusters", "mc",
 WORKS = ("work", "works", "work.fleet.sh")
 ALL = (*JOBS, *PODS, *QUEUES, *CLUSTERS, *WORKS)
 PRIMARY_JOBS = ("pytorchjob", "tfjob", "mpijob", "jaxjob", "paddlejob", "xgboostjob",
-                "mpijob.batch.tensorstack.dev", "tensorflowtrainingjob", "jobset")
+                "mpijob.batch.tensorstack.dev", "tensorflowtrainingjob", "jobset",
+                "trainjob")
 PRIMARY = (*PRIMARY_JOBS, "pod", "queue", "clusters", "work")
 
 

@@ -58,6 +58,9 @@ PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespa
 VALIDATINGWEBHOOKCONFIGURATIONS = Resource(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", namespaced=False,
     kind="ValidatingWebhookConfiguration")
+MUTATINGWEBHOOKCONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False,
+    kind="MutatingWebhookConfiguration")
 VALIDATINGADMISSIONPOLICIES = Resource(
     "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", namespaced=False,
     kind="ValidatingAdmissionPolicy")
@@ -95,16 +98,24 @@ TENSORFLOWTRAININGJOBS = Resource("batch.tensorstack.dev", "v1beta1", "tensorflo
                                   kind="TensorFlowTrainingJob")
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", kind="JobSet")
+TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", kind="TrainJob")
+TRAININGRUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes",
+                            kind="TrainingRuntime")
+CLUSTERTRAININGRUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1",
+                                   "clustertrainingruntimes", namespaced=False,
+                                   kind="ClusterTrainingRuntime")
 
 JOB_KINDS = (PYTORCHJOBS, TFJOBS, KUBEFLOW_MPIJOBS, JAXJOBS, PADDLEJOBS, XGBOOSTJOBS,
-             T9K_MPIJOBS, TENSORFLOWTRAININGJOBS, JOBSETS)
+             T9K_MPIJOBS, TENSORFLOWTRAININGJOBS, JOBSETS, TRAINJOBS)
 
 _BY_KIND = {(r.api_version, r.kind): r for r in (
     NAMESPACES, NODES, PODS, SERVICES, CONFIGMAPS, SECRETS, PVCS, SERVICEACCOUNTS, EVENTS, LEASES,
-    DEPLOYMENTS, DAEMONSETS, VALIDATINGWEBHOOKCONFIGURATIONS, VALIDATINGADMISSIONPOLICIES,
+    DEPLOYMENTS, DAEMONSETS, VALIDATINGWEBHOOKCONFIGURATIONS, MUTATINGWEBHOOKCONFIGURATIONS,
+    VALIDATINGADMISSIONPOLICIES,
     VALIDATINGADMISSIONPOLICYBINDINGS, PODDISRUPTIONBUDGETS, ENDPOINTSLICES,
     ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS, CRDS, PRIORITYCLASSES, MEMBERCLUSTERS,
     WORKS, PROPAGATIONPOLICIES, CLUSTERPROPAGATIONPOLICIES, ELASTICQUOTATREES, QUEUES, *JOB_KINDS,
+    TRAININGRUNTIMES, CLUSTERTRAININGRUNTIMES,
 )}
 
 

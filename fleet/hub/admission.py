@@ -13,13 +13,17 @@ import aiohttp.web
 import kopf
 from pydantic import ValidationError
 
-from fleet.api.protocol import JOB_WEBHOOK
+from fleet.api.protocol import JOB_WEBHOOK, RUNTIME, RUNTIME_WEBHOOK
 from fleet.api.quantity import QuantityError
 from fleet.api.size import JOB_COPIES, refusal
-from fleet.hub.cache import Cache
+from fleet.clients.resources import TRAINJOBS
+from fleet.hub import trainer_runtimes
+from fleet.hub.cache import RUNTIMES, Cache
 from fleet.hub.dispatch import ADMITTED_AT
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import ADAPTERS, adapter_for, checks
+from fleet.kinds.base import InvalidJob
+from fleet.kinds.trainjob import TRAINJOB
 from quota.tree import QuotaNode, leaves_by_namespace
 from quota.validation import OtherTree, validate_tree
 
@@ -76,6 +80,22 @@ def register(cache: Cache) -> None:
         r = adapter.resource
         kopf.on.validate(r.group, r.version, r.plural, operations=["CREATE", "UPDATE"],
                          id=JOB_WEBHOOK)(check_job)
+
+    @kopf.on.mutate(TRAINJOBS.group, TRAINJOBS.version, TRAINJOBS.plural,
+                    operations=["CREATE"], id=RUNTIME_WEBHOOK)
+    def snapshot_runtime(*, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        """A new TrainJob gets its runtime's snapshot (fleet.kinds.trainer_runtime), once
+        it resolves against it: a missing runtime or a patch that does not fit it is refused
+        here, naming the field, as Trainer's own webhook refuses them."""
+        meta = body.get("metadata") or {}
+        try:
+            snapshot = trainer_runtimes.snapshot(
+                body, lambda key: cache.item(RUNTIMES, key))
+            TRAINJOB.demand("", {**body, "metadata": {**meta, "annotations": {
+                **(meta.get("annotations") or {}), RUNTIME: snapshot}}})
+        except (InvalidJob, trainer_runtimes.RuntimeMissing) as exc:
+            raise kopf.AdmissionError(str(exc), code=422) from None
+        patch.setdefault("metadata", {}).setdefault("annotations", {})[RUNTIME] = snapshot
 
 
 def _refuse_whole(body: kopf.Body, why: str = "") -> None:

@@ -30,10 +30,12 @@ EVICTING = protocol.EVICT_AFTER  # named through this module by the scheduler
 Key = tuple[str, str, str]  # (kind key, namespace, name)
 
 (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES, PRIORITY_CLASSES,
- HEARTBEATS) = ("jobs", "policies", "clusterpolicies", "clusters", "works", "quotatrees",
-               "queues", "priorityclasses", "heartbeats")
+ HEARTBEATS, RUNTIMES) = ("jobs", "policies", "clusterpolicies", "clusters", "works",
+                          "quotatrees", "queues", "priorityclasses", "heartbeats", "runtimes")
+# RUNTIMES (Trainer's TrainingRuntimes and ClusterTrainingRuntimes) only serve the webhook,
+# which snapshots a TrainJob's runtime into it at creation: no pass reads them.
 STORES = (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES,
-          PRIORITY_CLASSES, HEARTBEATS)
+          PRIORITY_CLASSES, HEARTBEATS, RUNTIMES)
 
 
 @dataclass(frozen=True)
@@ -256,8 +258,12 @@ class Cache:
 
     def snapshot_job(self, key: Key) -> Body | None:
         """One job as the cache has it now."""
+        return self.item(JOBS, key)
+
+    def item(self, store: str, key: Key) -> Body | None:
+        """One object of ``store`` as the cache has it now."""
         with self._lock:
-            return self._stores[JOBS].get(key)
+            return self._stores[store].get(key)
 
     def snapshot(self) -> Snapshot:
         with self._lock:

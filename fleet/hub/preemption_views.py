@@ -120,8 +120,8 @@ def with_preempted(status: Body, job: Mapping[str, Any], now: str) -> Body:
     """A waiting job's status, plus a Preempted condition naming the job that preempted it
     while it waits to run again (its Queuing condition says why it waits now)."""
     by = (job["metadata"].get("annotations") or {}).get(w.PREEMPTED_BY)
-    if not by:
-        return status
+    if not by or not adapter_for(job["apiVersion"], job["kind"]).fleet_conditions:
+        return status  # (a kind whose clients read its conditions hears it in an event)
     said = condition("Preempted", "Preempted", f"preempted by {shown(by)}; waits in its queue "
                      "again, in its place by priority and age", now, job.get("status"))
     return {**status, "conditions": [*(status.get("conditions") or []), said]}

@@ -16,6 +16,8 @@ from fleet.kinds.base import KindAdapter
 from planner.backfill import KEPT_BACK, RESERVED
 from planner.intents import Wait
 
+WAITING = "Waiting"  # the event of a job whose kind carries no fleet conditions
+
 
 @dataclass
 class Telling:
@@ -32,8 +34,10 @@ class Telling:
             return None
         status = pv.with_preempted(adapter.waiting_status(
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
-        # a rollback is said until the job is placed again
-        status = reservations.with_condition(status, reservations.kept(job.get("status")))
+        if adapter.fleet_conditions:  # a rollback is said until the job is placed again
+            status = reservations.with_condition(status, reservations.kept(job.get("status")))
+        elif queue.get("reason") != why.reason:  # its clients read only its own conditions
+            self.dispatcher.event(job, WAITING, f"{why.reason}: {why.message}")
         status["queue"] = shown
         if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:
             self.dispatcher.event(job, why.reason, why.message)  # once as it starts

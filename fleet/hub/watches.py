@@ -50,6 +50,8 @@ WATCHED: tuple[Watched, ...] = (
     Watched(r.QUEUES, stores.QUEUES),
     Watched(r.PRIORITYCLASSES, stores.PRIORITY_CLASSES),
     Watched(r.LEASES, stores.HEARTBEATS, AGENT_HEARTBEAT),
+    Watched(r.TRAININGRUNTIMES, stores.RUNTIMES),
+    Watched(r.CLUSTERTRAININGRUNTIMES, stores.RUNTIMES),
 )
 
 

@@ -148,22 +148,25 @@ class WebhookCertificates:
         self._served = cert
 
     def _patch_ca_bundle(self, bundle: bytes) -> None:
-        config = self.kube.get_or_none(r.VALIDATINGWEBHOOKCONFIGURATIONS, self.configuration)
+        for resource in (r.VALIDATINGWEBHOOKCONFIGURATIONS, r.MUTATINGWEBHOOKCONFIGURATIONS):
+            self._patch_one(resource, base64.b64encode(bundle).decode())
+
+    def _patch_one(self, resource: r.Resource, wanted: str) -> None:
+        config = self.kube.get_or_none(resource, self.configuration)
         if config is None:
-            log.warning("ValidatingWebhookConfiguration %s is missing: install deploy/hub",
+            log.warning("%s %s is missing: install deploy/hub", resource.kind,
                         self.configuration)
             return
-        wanted = base64.b64encode(bundle).decode()
         webhooks = config.get("webhooks") or []
         if all(w.get("clientConfig", {}).get("caBundle") == wanted for w in webhooks):
             return
         for webhook in webhooks:
             webhook.setdefault("clientConfig", {})["caBundle"] = wanted
         try:
-            self.kube.patch(r.VALIDATINGWEBHOOKCONFIGURATIONS, self.configuration, {
+            self.kube.patch(resource, self.configuration, {
                 "metadata": {"resourceVersion": config["metadata"]["resourceVersion"]},
                 "webhooks": webhooks})
-            log.info("patched the caBundle of %s", self.configuration)
+            log.info("patched the caBundle of %s %s", resource.kind, self.configuration)
         except errors.Conflict:
             pass  # changed meanwhile: the next sync sees it
 

@@ -70,11 +70,12 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
     meta = job["metadata"]
     body = adapter.for_member(adapter.with_replicas(copy.deepcopy(dict(job)),
                                                     share["replicas"]))
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k not in HUB_ANNOTATIONS}
+    # the job's own annotations and what the kind's share added (a JobSet's pods per role)
+    annotations = {k: v for k, v in ((body.get("metadata") or {}).get("annotations")
+                                     or {}).items() if k not in HUB_ANNOTATIONS}
     annotations.update(p.copy_marks(share["cluster"], name, share, placement,
                                     p.placement_generation(meta)))
-    labels = dict(meta.get("labels") or {})
+    labels = {**((body.get("metadata") or {}).get("labels") or {}), **(meta.get("labels") or {})}
     labels[JOB_UID] = meta["uid"]
     body["metadata"] = {"name": meta["name"], "namespace": meta["namespace"],
                         "labels": labels, "annotations": annotations}

@@ -17,9 +17,10 @@ from fleet.kinds.base import KindAdapter
 from fleet.kinds.jobset import JOBSET
 from fleet.kinds.kubeflow import JAX, MPI, PADDLE, PYTORCH, TF, XGBOOST
 from fleet.kinds.t9k import T9K_MPI, T9K_TF
+from fleet.kinds.trainjob import TRAINJOB
 
 ADAPTERS: tuple[KindAdapter, ...] = (PYTORCH, TF, MPI, JAX, PADDLE, XGBOOST, T9K_MPI, T9K_TF,
-                                     JOBSET)
+                                     JOBSET, TRAINJOB)
 
 _BY_KIND = {(a.resource.api_version, a.resource.kind): a for a in ADAPTERS}
 

@@ -103,6 +103,11 @@ class KindAdapter:
 
     replicas_field = "spec"  # where the kind's replica specs live, for messages
     own_managers: tuple[str, ...] = ()  # managedBy values that leave the job to fleet
+    runs_on_members = True  # False: its Works carry another kind (a TrainJob's JobSet)
+    # Whether the hub may add conditions of its own (Queuing, Preempted): not to a kind whose
+    # clients read its conditions as its state (the kubeflow SDK reads a TrainJob with any
+    # condition as not running); those say why they wait in status.queue and events.
+    fleet_conditions = True
 
     def role_path(self, role: str) -> str:
         """The field of one role's spec, as a message names it."""

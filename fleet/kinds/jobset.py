@@ -48,6 +48,7 @@ class JobSetAdapter(KindAdapter):
     resource = r.JOBSETS
     work_prefix = "jobset"
     own_managers = (JOBSET_MANAGER,)
+    fleet_conditions = False
     replicas_field = "spec.replicatedJobs"
 
     def role_path(self, role: str) -> str:

@@ -42,4 +42,5 @@ def test_an_event_that_cannot_be_recorded_is_logged_not_raised(caplog: Any) -> N
 def test_every_resource_the_hub_decides_from_is_watched() -> None:
     assert {w.store for w in WATCHED} == {
         stores.JOBS, stores.POLICIES, stores.CLUSTER_POLICIES, stores.CLUSTERS, stores.WORKS,
-        stores.QUOTA_TREES, stores.QUEUES, stores.PRIORITY_CLASSES, stores.HEARTBEATS}
+        stores.QUOTA_TREES, stores.QUEUES, stores.PRIORITY_CLASSES, stores.HEARTBEATS,
+        stores.RUNTIMES}

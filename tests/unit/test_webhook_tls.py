@@ -47,5 +47,6 @@ def test_the_hub_may_create_no_namespace_and_touch_only_its_webhook_configuratio
     assert not any("namespaces" in rule["resources"] for rule in rules)
     webhook = [rule for rule in rules if "validatingwebhookconfigurations" in rule["resources"]]
     assert webhook == [{"apiGroups": ["admissionregistration.k8s.io"],
-                        "resources": ["validatingwebhookconfigurations"],
+                        "resources": ["validatingwebhookconfigurations",
+                                      "mutatingwebhookconfigurations"],
                         "verbs": ["get", "patch"], "resourceNames": ["fleet.sh"]}]

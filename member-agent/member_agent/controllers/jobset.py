@@ -27,6 +27,7 @@ from fleet.api import protocol
 from fleet.clients import resources as r
 from fleet.clients.resources import Resource
 from fleet.kinds import jobset as kinds
+from fleet.kinds.trainer_runtime import hostfile, hostfile_config_map, ssh_secret
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
 from member_agent.controllers.kind import Body, JobKind, Observed, RunMode, owner
@@ -181,13 +182,25 @@ class JobSetKind(JobKind):
     def service(self, job: Mapping[str, Any], rtype: str, index: int) -> Body | None:
         return None  # one headless Service for the whole JobSet (objects)
 
+    def ssh_key_secret(self, job: Mapping[str, Any]) -> str | None:
+        """A JobSet made from a Trainer MPI runtime mounts its SSH key from this Secret."""
+        return ssh_secret(job["metadata"]["name"]) if hostfile(job) is not None else None
+
     def objects(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
                 pods: Sequence[core.ObservedPod]) -> list[tuple[Resource, Body]]:
-        if not self.dns_hostnames(job):
-            return []
         meta = job["metadata"]
+        out: list[tuple[Resource, Body]] = []
+        hosts = hostfile(job)
+        if hosts is not None:  # Trainer's MPI plugin: the launcher's hostfile
+            out.append((r.CONFIGMAPS, {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": hostfile_config_map(meta["name"]),
+                             "namespace": meta["namespace"], "ownerReferences": [owner(job)]},
+                "data": {"hostfile": hosts}}))
+        if not self.dns_hostnames(job):
+            return out
         network = (job.get("spec") or {}).get("network") or {}
-        return [(r.SERVICES, {
+        return [*out, (r.SERVICES, {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": self.subdomain(job), "namespace": meta["namespace"],
                          "labels": {JOBSET_NAME: label_value(meta["name"])},

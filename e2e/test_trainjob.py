@@ -1,0 +1,308 @@
+"""Kubeflow Trainer v2 on the fleet: TrainJobs on the hub, made from the ClusterTrainingRuntimes
+the hub ships, placed as gangs and run on members as the JobSets Trainer v2.3.0 would make
+(no Trainer, JobSet or Job controller anywhere), their status Trainer's; and the ``kubeflow``
+SDK (0.5.0, from PyPI, unchanged) driving them against the hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import kubeflow_sdk
+from e2e.conftest import eventually
+from e2e.jobs import delete_jobs, gang_namespace, hub_job, member
+from e2e.localfleet import HUB, LocalFleet
+from e2e.test_priority import GPU, events, idle_fleet, job_of, priority_classes
+from fleet.api import runtimes
+from fleet.clients import errors
+from fleet.clients import resources as r
+from fleet.clients.kube import Kube
+
+pytestmark = pytest.mark.e2e
+Body = dict[str, Any]
+NS = "trainjobs"
+SDK_NS = "trainer-sdk"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+
+
+def namespace(hub: Kube, name: str, *, split: int = 1, mirror_pods: bool = False) -> None:
+    if hub.get_or_none(r.NAMESPACES, name) is None:
+        hub.create(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": name}})
+    placement: Body = {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                                             "customSchedulingType": "Gang"}}
+    if split > 1:
+        placement["spreadConstraints"] = [{"spreadByField": "cluster", "maxGroups": split}]
+    hub.apply(r.PROPAGATIONPOLICIES, {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "gang", "namespace": name, **(
+            {"annotations": {"fleet.sh/mirror-pods": "true"}} if mirror_pods else {})},
+        "spec": {"resourceSelectors": [{"apiVersion": TRAINJOB[0], "kind": TRAINJOB[1]}],
+                 "placement": placement}}, field_manager="test")
+
+
+def sim(rjob: str, run_for: str) -> Body:
+    """A runtime patch that sets how long ``rjob``'s kwok pods run."""
+    return {"manager": "e2e.fleet.sh", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": rjob, "template": {"spec": {"template": {
+            "metadata": {"annotations": {"fleet.sh/sim-duration": run_for}}}}}}]}}}}
+
+
+def trainjob(name: str, runtime: str, *, patches: list[Body] | None = None,
+             **trainer: Any) -> Body:
+    spec: Body = {"runtimeRef": {"name": runtime}, "trainer": trainer}
+    if patches:
+        spec["runtimePatches"] = patches
+    return {"apiVersion": TRAINJOB[0], "kind": TRAINJOB[1],
+            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def conditions(job: Body) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions") or []}
+
+
+def until(hub: Kube, job: Body, kind: str, status: str = "True", timeout: float = 120) -> Body:
+    def check() -> Body | None:
+        current = hub_job(hub, job)
+        return current if conditions(current).get(kind) == status else None
+    return eventually(check, timeout=timeout,
+                      what=f"{job['metadata']['name']} {kind}={status} on the hub")
+
+
+def pods_of(kube: Kube, name: str, namespace: str = NS) -> dict[str, Body]:
+    items, _ = kube.list(r.PODS, namespace, label_selector=f"{JOBSET_NAME}={name}")
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def env_of(pod: Body) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom"))
+            for e in pod["spec"]["containers"][0].get("env") or []}
+
+
+@pytest.fixture(scope="module")
+def jobs(hub: Kube) -> Iterator[dict[str, Body]]:
+    namespace(hub, NS, split=2)
+    bodies = [
+        # 5 nodes of 8 GPUs: more than one member's 32, so the policy's split places it
+        trainjob("torch-split", "torch-distributed", numNodes=5,
+                 resourcesPerNode={"limits": {"nvidia.com/gpu": 8}},
+                 command=["torchrun", "train.py"], patches=[sim("node", "6s")]),
+        trainjob("paused", "torch-distributed", numNodes=1, patches=[sim("node", "1h")]),
+    ]
+    yield {b["metadata"]["name"]: hub.create(r.TRAINJOBS, b) for b in bodies}
+    delete_jobs(hub, NS, wait=True)
+
+
+def test_the_hub_ships_trainers_default_runtimes(hub: Kube) -> None:
+    names = {rt["metadata"]["name"]: rt for rt in hub.list(r.CLUSTERTRAININGRUNTIMES)[0]}
+    assert {"torch-distributed", "deepspeed-distributed"} <= set(names)
+    assert names["torch-distributed"]["metadata"]["labels"][
+        "trainer.kubeflow.org/framework"] == "torch"
+
+
+def test_a_torch_trainjob_splits_over_two_members_as_one_indexed_job(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    job = jobs["torch-split"]
+    placed = eventually(lambda: (hub_job(hub, job)["metadata"].get("annotations") or {}).get(
+        "fleet.sh/clusters"), what="torch-split placed")
+    assert sorted(placed.split(",")) == ["member1", "member2"]
+    stored = hub_job(hub, job)
+    assert stored["spec"]["runtimeRef"] == {"name": "torch-distributed",
+                                            "apiGroup": "trainer.kubeflow.org",
+                                            "kind": "ClusterTrainingRuntime"}
+    assert json.loads(stored["metadata"]["annotations"]["fleet.sh/runtime"])["name"] == \
+        "torch-distributed"
+    def all_five() -> dict[str, Body] | None:
+        found = {name: pod for cluster in ("member1", "member2")
+                 for name, pod in pods_of(fleet.client(cluster), "torch-split").items()}
+        return found if len(found) == 5 else None
+
+    pods = eventually(all_five, what="torch-split's five pods over both members")
+    assert set(pods) == {f"torch-split-node-0-{i}" for i in range(5)}
+    env = env_of(pods["torch-split-node-0-3"])
+    assert env["PET_NNODES"] == "5"
+    assert env["PET_NPROC_PER_NODE"] == "auto"
+    assert env["PET_MASTER_ADDR"] == "torch-split-node-0-0.torch-split"
+    assert pods["torch-split-node-0-3"]["metadata"]["labels"][
+        "batch.kubernetes.io/job-completion-index"] == "3"
+    # no member has Trainer's CRDs' objects: the Works carry the resolved JobSet
+    assert fleet.client("member1").get_or_none(r.TRAINJOBS, "torch-split", NS) is None
+    done = until(hub, job, "Complete")
+    assert conditions(done) == {"Complete": "True"}
+    complete = next(c for c in done["status"]["conditions"] if c["type"] == "Complete")
+    assert complete["reason"] == "AllJobsCompleted"
+    assert done["status"]["jobsStatus"] == [{"name": "node", "ready": 0, "succeeded": 1,
+                                             "failed": 0, "active": 0, "suspended": 0}]
+
+
+def test_an_mpi_trainjob_has_its_hostfile_and_keys_and_a_launcher_after_its_nodes(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    job = hub.create(r.TRAINJOBS, trainjob("mpi", "deepspeed-distributed", numNodes=2,
+                                           command=["mpirun", "python", "train.py"],
+                                           patches=[sim("launcher", "4s"), sim("node", "1h")]))
+    kube = member(fleet, hub, job)
+    hostfile = eventually(lambda: kube.get_or_none(r.CONFIGMAPS, "mpi-mpi-hostfile", NS),
+                          what="the MPI hostfile")
+    assert hostfile["data"]["hostfile"] == ("mpi-node-0-0.mpi slots=1\n"
+                                            "mpi-launcher-0-0.mpi slots=1\n")
+    secret = kube.get(r.SECRETS, "mpi-mpi-ssh-auth", NS)
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    def both() -> dict[str, Body] | None:
+        found = pods_of(kube, "mpi")
+        return found if len(found) == 2 else None
+
+    pods = eventually(both, what="mpi's node and launcher")
+    launcher, node = pods["mpi-launcher-0-0"], pods["mpi-node-0-0"]
+    assert env_of(launcher)["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert launcher["spec"]["containers"][0]["command"] == ["mpirun", "python", "train.py"]
+    # the launcher waits for its node to be Ready (dependsOn), as JobSet starts it
+    ready = next(c["lastTransitionTime"] for c in node["status"]["conditions"]
+                 if c["type"] == "Ready")
+    assert launcher["metadata"]["creationTimestamp"] >= ready
+    done = until(hub, job, "Complete")
+    assert {s["name"]: s["succeeded"] for s in done["status"]["jobsStatus"]}["launcher"] == 1
+
+
+def test_a_suspended_trainjob_loses_its_pods_and_resumes(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    job = jobs["paused"]
+    kube = member(fleet, hub, job)
+    eventually(lambda: pods_of(kube, "paused") or None, what="paused's pod")
+    hub.patch(r.TRAINJOBS, "paused", {"spec": {"suspend": True}}, NS)
+    suspended = until(hub, job, "Suspended")
+    assert next(c for c in suspended["status"]["conditions"] if c["type"] == "Suspended")[
+        "reason"] == "Suspended"
+    eventually(lambda: not pods_of(kube, "paused"), what="paused's pods gone")
+    hub.patch(r.TRAINJOBS, "paused", {"spec": {"suspend": False}}, NS)
+    resumed = until(hub, job, "Suspended", "False")
+    assert next(c for c in resumed["status"]["conditions"] if c["type"] == "Suspended")[
+        "reason"] == "Resumed"
+    eventually(lambda: pods_of(kube, "paused") or None, what="paused's pod again")
+
+
+def test_a_trainjob_is_preempted_and_resumes(fleet: LocalFleet, hub: Kube,
+                                            jobs: dict[str, Body]) -> None:
+    """An opportunistic TrainJob on every GPU of the fleet (a namespaced runtime names the
+    class, as Trainer's runtimes carry pod settings) gives way to a prod PyTorchJob, waits
+    saying so in an event and its queue (no condition: the SDK reads conditions), and runs
+    again once the prod job is gone."""
+    delete_jobs(hub, NS, wait=True)  # the module's jobs: this one takes every GPU
+    priority_classes(hub)
+    idle_fleet(hub)
+    runtime = runtimes.torch_distributed()
+    runtime["kind"], runtime["metadata"] = "TrainingRuntime", {"name": "oppo", "namespace": NS}
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"]["priorityClassName"] = "fleet-e2e-oppo"
+    hub.apply(r.TRAININGRUNTIMES, runtime, field_manager="test")
+    body = trainjob("oppo", "oppo", numNodes=8, resourcesPerNode={"limits": {GPU: 8}},
+                    patches=[sim("node", "1h")])
+    body["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    victim = hub.create(r.TRAINJOBS, body)
+    eventually(lambda: (hub_job(hub, victim).get("status") or {}).get("jobsStatus") and
+               hub_job(hub, victim)["status"]["jobsStatus"][0]["active"], timeout=90,
+               what="the opportunistic TrainJob running")
+    gang_namespace(hub, "trainer-prod")
+    hub.create(r.PYTORCHJOBS, job_of("prod", "trainer-prod", "fleet-e2e-prod", nodes=1))
+    try:
+        said = eventually(lambda: events(hub, victim, "Preempted"), timeout=60,
+                          what="the TrainJob preempted")
+        assert "PyTorchJob trainer-prod/prod" in said[0]["message"]
+        waiting = eventually(lambda: (hub_job(hub, victim).get("status") or {}).get("queue"),
+                             timeout=60, what="the TrainJob waiting")
+        assert waiting["reason"] in ("Preempted", "Unschedulable")
+        assert "Preempted" not in conditions(hub_job(hub, victim))
+        assert events(hub, victim, "Waiting")
+    finally:
+        delete_jobs(hub, "trainer-prod", wait=True)
+    eventually(lambda: "fleet.sh/clusters" in (hub_job(hub, victim)["metadata"].get(
+        "annotations") or {}), timeout=120, what="the TrainJob placed again")
+    hub.delete(r.TRAINJOBS, "oppo", NS)
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"runtimeRef": {"name": "nope"}}, 'spec.runtimeRef.name: ClusterTrainingRuntime "nope"'),
+    ({"runtimeRef": {"name": "torch-distributed"},
+      "trainer": {"env": [{"name": "PET_NNODES", "value": "3"}]}},
+     "spec.trainer.env[name=PET_NNODES]"),
+    ({"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [
+        {"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "launcher"}]}}}}]},
+     "spec.runtimePatches[0]"),
+    ({"runtimeRef": {"name": "torch-distributed"}, "managedBy": "someone/else"},
+     "spec.managedBy"),
+])
+def test_a_trainjob_that_cannot_run_is_refused_naming_the_field(
+        hub: Kube, jobs: dict[str, Body], spec: Body, field: str) -> None:
+    with pytest.raises(errors.ApiError) as refused:
+        hub.create(r.TRAINJOBS, {"apiVersion": TRAINJOB[0], "kind": TRAINJOB[1],
+                                 "metadata": {"name": "bad", "namespace": NS}, "spec": spec})
+    assert field in str(refused.value)
+
+
+# -- the kubeflow SDK, unchanged ---------------------------------------------------------------
+
+SCRIPT = textwrap.dedent('''
+    import json, sys, time
+    from kubeflow.trainer import TrainerClient, CustomTrainer
+    from kubeflow.common.types import KubernetesBackendConfig
+
+    namespace = sys.argv[1]
+    client = TrainerClient(KubernetesBackendConfig(namespace=namespace))
+
+    def train():
+        print("hello from a fleet member")
+
+    out = {"runtimes": sorted(r.name for r in client.list_runtimes())}
+    runtime = client.get_runtime("torch-distributed")
+    out["framework"] = runtime.trainer.framework
+    name = client.train(runtime=runtime, trainer=CustomTrainer(
+        func=train, num_nodes=2, resources_per_node={"cpu": 2, "memory": "4Gi"}))
+    out["name"] = name
+    client.wait_for_job_status(name, status={"Running"}, timeout=180, polling_interval=1)
+    out["running"] = True
+    job = client.wait_for_job_status(name, status={"Complete"}, timeout=180,
+                                     polling_interval=1)
+    out["status"] = job.status
+    deadline = time.monotonic() + 30  # mirror pods follow their members' reports
+    while any(s.status != "Succeeded" for s in job.steps) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        job = client.get_job(name)
+    out["steps"] = sorted([s.name, s.status] for s in job.steps)
+    out["listed"] = [j.name for j in client.list_jobs()]
+    out["logs"] = list(client.get_job_logs(name))
+    client.delete_job(name)
+    print(json.dumps(out))
+''')
+
+
+def test_the_kubeflow_sdk_trains_on_the_hub(fleet: LocalFleet, hub: Kube,
+                                           tmp_path: Path) -> None:
+    namespace(hub, SDK_NS, mirror_pods=True)
+    python = kubeflow_sdk.sdk_python(sdk=kubeflow_sdk.TRAINER_SDK)
+    script = tmp_path / "train.py"  # a file: the SDK sends the function's source
+    script.write_text(SCRIPT)
+    try:
+        done = subprocess.run(
+            [str(python), str(script), SDK_NS], capture_output=True, text=True, check=False,
+            timeout=420, env={**os.environ, "KUBECONFIG": str(fleet.kubeconfig(HUB))})
+        assert done.returncode == 0, done.stderr[-3000:]
+        got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        delete_jobs(hub, SDK_NS, wait=True)
+    assert {"torch-distributed", "deepspeed-distributed"} <= set(got["runtimes"])
+    assert got["framework"] == "torch"
+    assert got["running"]
+    assert got["status"] == "Complete"
+    assert got["steps"] == [["node-0", "Succeeded"], ["node-1", "Succeeded"]]
+    assert got["name"] in got["listed"]
+    assert got["logs"], got
+    assert eventually(lambda: hub.get_or_none(r.TRAINJOBS, got["name"], SDK_NS) is None,
+                      what="the SDK's job deleted")

@@ -1,0 +1,173 @@
+"""TrainJob (Kubeflow Trainer v2.3.0) resolved against its runtime into the JobSet Trainer
+would make (``pkg/runtime/framework/plugins``), and its status as Trainer writes it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fleet.api import protocol, runtimes
+from fleet.api.trainer import ClusterTrainingRuntime, TrainJob
+from fleet.hub import trainer_runtimes
+from fleet.kinds import adapter_for
+from fleet.kinds.base import InvalidJob
+from fleet.kinds.trainer_runtime import hostfile, resolve
+from fleet.kinds.trainjob import TRAINJOB, trainjob_status
+
+Body = dict[str, Any]
+# What the kubeflow 0.5.0 SDK posts for CustomTrainer(func, num_nodes=2, resources_per_node=
+# {"cpu": 2, "memory": "4Gi"}): no apiGroup, quantities as JSON numbers.
+SDK_BODY: Body = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+    "metadata": {"name": "a4e6bba01a2e", "namespace": "team", "uid": "u1"},
+    "spec": {"runtimeRef": {"kind": "ClusterTrainingRuntime", "name": "torch-distributed"},
+             "trainer": {"command": ["bash", "-c", "torchrun fake.py"], "numNodes": 2,
+                         "resourcesPerNode": {"limits": {"cpu": 2.0, "memory": "4Gi"},
+                                              "requests": {"cpu": 2.0, "memory": "4Gi"}}}}}
+
+
+def runtime(body: Body) -> Body:
+    return {"kind": body["kind"], "name": body["metadata"]["name"], "spec": body["spec"]}
+
+
+def stamped(job: Body, made_from: Body) -> Body:
+    out = json.loads(json.dumps(job))
+    out["metadata"].setdefault("annotations", {})[protocol.RUNTIME] = json.dumps(
+        runtime(made_from))
+    return out
+
+
+def env(container: Body) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_the_shipped_runtimes_parse() -> None:
+    for body in runtimes.defaults():
+        ClusterTrainingRuntime.model_validate(body)
+    TrainJob.model_validate(SDK_BODY)
+
+
+def test_a_torch_trainjob_resolves_to_trainers_jobset() -> None:
+    jobset = resolve(SDK_BODY, runtime(runtimes.torch_distributed()))
+    assert jobset["kind"] == "JobSet"
+    assert jobset["metadata"]["name"] == "a4e6bba01a2e"
+    [node_job] = jobset["spec"]["replicatedJobs"]
+    spec = node_job["template"]["spec"]
+    assert (spec["parallelism"], spec["completions"]) == (2, 2)
+    [node] = spec["template"]["spec"]["containers"]
+    assert node["command"] == ["bash", "-c", "torchrun fake.py"]
+    assert node["resources"]["limits"] == {"cpu": 2.0, "memory": "4Gi"}
+    assert env(node) == {
+        "PET_NNODES": "2", "PET_NPROC_PER_NODE": "2",  # no GPU: the CPUs
+        "PET_NODE_RANK": {"fieldRef": {"fieldPath":
+                                       "metadata.annotations['batch.kubernetes.io/"
+                                       "job-completion-index']"}},
+        "PET_MASTER_ADDR": "a4e6bba01a2e-node-0-0.a4e6bba01a2e", "PET_MASTER_PORT": "29500"}
+    assert {"name": "trainer", "containerPort": 29500} in node["ports"]
+    assert jobset["spec"]["suspend"] is False
+
+
+def test_gpus_per_node_leave_torchrun_to_count_them() -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 4}}
+    node = resolve(job, runtime(runtimes.torch_distributed()))["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]["containers"][0]
+    assert env(node)["PET_NPROC_PER_NODE"] == "auto"
+
+
+def test_the_trainjobs_gang_is_its_jobsets_pods_and_its_works_carry_the_jobset() -> None:
+    job = stamped(SDK_BODY, runtimes.torch_distributed())
+    demand = TRAINJOB.demand("k", job)
+    assert [(r.name, r.replicas) for r in demand.roles] == [("node", 2)]
+    assert demand.roles[0].request["cpu"] == 2000
+    share = TRAINJOB.with_replicas(job, {"node": 1})
+    assert share["kind"] == "JobSet"
+    assert json.loads(share["metadata"]["annotations"][protocol.SHARE_REPLICAS]) == {"node": 1}
+    assert adapter_for("trainer.kubeflow.org/v1alpha1", "TrainJob") is TRAINJOB
+    assert TRAINJOB.demand("k", share).roles[0].replicas == 1  # a Work's JobSet reads alike
+
+
+def test_an_mpi_trainjob_gets_ssh_keys_a_hostfile_and_a_launcher_that_is_a_node() -> None:
+    job = stamped({**SDK_BODY, "spec": {
+        "runtimeRef": {"name": "deepspeed-distributed"},
+        "trainer": {"numNodes": 3, "command": ["mpirun", "python", "train.py"]}}},
+        runtimes.deepspeed_distributed())
+    jobset = TRAINJOB.with_replicas(job, {"node": 2, "launcher": 1})
+    jobs = {j["name"]: j for j in jobset["spec"]["replicatedJobs"]}
+    assert jobs["node"]["template"]["spec"]["parallelism"] == 2  # the launcher is the third
+    launcher = jobs["launcher"]["template"]["spec"]["template"]["spec"]
+    assert launcher["containers"][0]["command"] == ["mpirun", "python", "train.py"]
+    assert env(launcher["containers"][0])["OMPI_MCA_orte_default_hostfile"] == \
+        "/etc/mpi/hostfile"
+    assert {v["name"] for v in launcher["volumes"]} == {"mpi-ssh-auth", "mpi-hostfile"}
+    mounts = {m["name"]: m["mountPath"] for m in launcher["containers"][0]["volumeMounts"]}
+    assert mounts == {"mpi-ssh-auth": "/home/mpiuser/.ssh", "mpi-hostfile": "/etc/mpi"}
+    assert hostfile(jobset) == (f"{'a4e6bba01a2e'}-node-0-0.a4e6bba01a2e slots=1\n"
+                                "a4e6bba01a2e-node-0-1.a4e6bba01a2e slots=1\n"
+                                "a4e6bba01a2e-launcher-0-0.a4e6bba01a2e slots=1\n")
+
+
+def test_runtime_patches_merge_by_name_and_must_name_the_runtimes_jobs() -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["runtimePatches"] = [{"manager": "trainer.kubeflow.org/kubeflow-sdk",
+                                      "trainingRuntimeSpec": {"template": {"spec": {
+                                          "replicatedJobs": [{"name": "node", "template": {
+                                              "spec": {"template": {
+                                                  "metadata": {"annotations": {"a": "b"}},
+                                                  "spec": {"nodeSelector": {"zone": "z1"}}}}}}]}}}}]
+    pod = resolve(job, runtime(runtimes.torch_distributed()))["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"a": "b"}
+    assert pod["spec"]["nodeSelector"] == {"zone": "z1"}
+    assert pod["spec"]["containers"][0]["name"] == "node"
+    job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"][0]["name"] = "nope"
+    with pytest.raises(InvalidJob, match=r"runtimePatches\[0\].*replicatedJobs\[name=nope\]"):
+        resolve(job, runtime(runtimes.torch_distributed()))
+
+
+def test_the_ml_policys_variables_may_not_be_given() -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["trainer"]["env"] = [{"name": "PET_NNODES", "value": "9"}]
+    with pytest.raises(InvalidJob, match=r"spec.trainer.env\[name=PET_NNODES\]"):
+        resolve(job, runtime(runtimes.torch_distributed()))
+
+
+def test_the_webhooks_snapshot_names_a_missing_runtime() -> None:
+    found = {("trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime", "",
+              "torch-distributed"): runtimes.torch_distributed()}
+    text = trainer_runtimes.snapshot(SDK_BODY, found.get)
+    assert json.loads(text)["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}
+    missing = {**SDK_BODY, "spec": {"runtimeRef": {"name": "nope", "kind": "TrainingRuntime"}}}
+    with pytest.raises(trainer_runtimes.RuntimeMissing,
+                       match=r'spec\.runtimeRef\.name: TrainingRuntime "nope" not found in '
+                             r"namespace team"):
+        trainer_runtimes.snapshot(missing, found.get)
+    with pytest.raises(InvalidJob, match=r"spec\.runtimeRef"):
+        TRAINJOB.demand("k", SDK_BODY)  # stored without a snapshot: said, never a crash
+
+
+def test_trainers_status_has_its_three_conditions_only() -> None:
+    running = trainjob_status({}, {"conditions": [], "replicatedJobsStatus": [
+        {"name": "node", "ready": 1, "active": 1}]}, False, "t1")
+    assert running == {"conditions": [], "jobsStatus": [
+        {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]}
+    assert TRAINJOB.state(running) == "Running"
+    done = trainjob_status(running, {"conditions": [
+        {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+         "message": "jobset completed successfully", "lastTransitionTime": "t2"}],
+        "replicatedJobsStatus": []}, False, "t3")
+    assert done["conditions"] == [{"type": "Complete", "status": "True",
+                                   "reason": "AllJobsCompleted",
+                                   "message": "jobset completed successfully",
+                                   "lastTransitionTime": "t2"}]
+    assert TRAINJOB.state(done) == "Succeeded"
+    assert TRAINJOB.finished(done)
+    suspended = trainjob_status({}, {}, True, "t4")
+    assert [(c["type"], c["status"], c["reason"]) for c in suspended["conditions"]] == [
+        ("Suspended", "True", "Suspended")]
+    resumed = trainjob_status(suspended, {}, False, "t5")
+    assert [(c["type"], c["status"], c["reason"]) for c in resumed["conditions"]] == [
+        ("Suspended", "False", "Resumed")]
