@@ -139,6 +139,26 @@ def templates() -> dict[str, Body]:
                 "runPolicy": {"backoffLimit": 1, "cleanUpPolicy": "All"},
                 "runMode": {"pause": {"enabled": False, "resumeSpecs": [
                     {"type": "worker", "skipInitContainer": True}]}}}},
+        "JobSet": {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {},
+            "spec": {"replicatedJobs": [
+                {"name": "driver", "template": {"spec": {"template": _template("main")}}},
+                {"name": "workers", "replicas": 2, "dependsOn": [
+                    {"name": "driver", "status": "Ready"}],
+                 "template": {"spec": {"parallelism": 2, "completions": 2, "backoffLimit": 1,
+                                       "template": _template("main")}}}],
+                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["driver"]},
+                "failurePolicy": {"maxRestarts": 1}, "network": {"subdomain": "fuzz"}}},
+        "TrainJob": {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"],
+                                 "env": [{"name": "A", "value": "b"}],
+                                 "resourcesPerNode": {"limits": {"cpu": "1"}}},
+                     "runtimePatches": [{"manager": "fuzz", "trainingRuntimeSpec": {
+                         "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                             "spec": {"template": {"spec": {
+                                 "nodeSelector": {"zone": "a"}}}}}}]}}}}]}},
         "PropagationPolicy": {
             "apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
             "metadata": {},

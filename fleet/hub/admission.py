@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from fleet.api.protocol import JOB_WEBHOOK, RUNTIME, RUNTIME_WEBHOOK
 from fleet.api.quantity import QuantityError
 from fleet.api.size import JOB_COPIES, refusal
+from fleet.api.trainer import TrainJob
 from fleet.clients.resources import TRAINJOBS
 from fleet.hub import trainer_runtimes
 from fleet.hub.cache import RUNTIMES, Cache
@@ -87,6 +88,10 @@ def register(cache: Cache) -> None:
         """A new TrainJob gets its runtime's snapshot (fleet.kinds.trainer_runtime), once
         it resolves against it: a missing runtime or a patch that does not fit it is refused
         here, naming the field, as Trainer's own webhook refuses them."""
+        try:  # runs before the schema's checks: say what they would say, naming the field
+            TrainJob.model_validate(dict(body))
+        except ValidationError as exc:
+            raise kopf.AdmissionError(first_error(exc), code=422) from None
         meta = body.get("metadata") or {}
         try:
             snapshot = trainer_runtimes.snapshot(
@@ -96,6 +101,13 @@ def register(cache: Cache) -> None:
         except (InvalidJob, trainer_runtimes.RuntimeMissing) as exc:
             raise kopf.AdmissionError(str(exc), code=422) from None
         patch.setdefault("metadata", {}).setdefault("annotations", {})[RUNTIME] = snapshot
+
+
+def first_error(exc: ValidationError) -> str:
+    """A model's first complaint as the API server words one: ``spec.field: message``."""
+    error = exc.errors()[0]
+    path = ".".join(str(part) for part in error["loc"])
+    return f"{path}: {error['msg']}"
 
 
 def _refuse_whole(body: kopf.Body, why: str = "") -> None:

@@ -118,6 +118,8 @@ class KindAdapter:
         nothing downstream expands a count it was never meant to see (raises InvalidJob)."""
         try:
             roles = self._roles(body)
+        except InvalidJob:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidJob(f"{self.replicas_field}: cannot read the replica specs "
                              f"({type(exc).__name__}: {_short(exc)})") from None

@@ -149,16 +149,37 @@ def _cpus(resources: Mapping[str, Any]) -> int:
     return 0
 
 
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
 def resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
     """The JobSet of ``trainjob`` made from ``runtime`` (kind, name and spec), by the recipe
-    of the module's docstring."""
+    of the module's docstring. A job or runtime that cannot be read (stored under another
+    schema) raises InvalidJob naming the part that failed."""
+    try:
+        return _resolve(trainjob, runtime)
+    except InvalidJob:
+        raise
+    except MALFORMED as exc:  # a runtime passed its schema alone: most likely the patches
+        field = "spec.runtimePatches" if (trainjob.get("spec") or {}).get("runtimePatches") \
+            else "spec.runtimeRef"
+        raise InvalidJob(f"{field}: the TrainJob does not resolve against "
+                         f"{runtime.get('kind')} {runtime.get('name')} "
+                         f"({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
     meta = trainjob["metadata"]
     name, spec = str(meta["name"]), trainjob.get("spec") or {}
     runtime_spec = runtime.get("spec") or {}
     template = copy.deepcopy(dict(runtime_spec.get("template") or {}))
     if not (template.get("spec") or {}).get("replicatedJobs"):
         raise InvalidJob("spec.runtimeRef: the runtime's template has no replicated jobs")
-    template = _apply_patches(template, spec.get("runtimePatches") or [])
+    try:
+        template = _apply_patches(template, spec.get("runtimePatches") or [])
+    except MALFORMED as exc:
+        raise InvalidJob(f"spec.runtimePatches: cannot be merged into the runtime "
+                         f"({type(exc).__name__}: {str(exc)[:200]})") from None
     policy = runtime_spec.get("mlPolicy") or {}
     trainer = spec.get("trainer")
     rjobs: list[Body] = template["spec"]["replicatedJobs"]

@@ -171,3 +171,27 @@ def test_trainers_status_has_its_three_conditions_only() -> None:
     resumed = trainjob_status(suspended, {}, False, "t5")
     assert [(c["type"], c["status"], c["reason"]) for c in resumed["conditions"]] == [
         ("Suspended", "False", "Resumed")]
+
+
+@pytest.mark.parametrize("patch", [
+    {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+        "template": "not a template"}}}]}}},
+    {"template": {"spec": {"replicatedJobs": "nope"}}},
+    {"template": "nope"},
+])
+def test_a_malformed_runtime_patch_is_said_naming_the_patches(patch: Body) -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["runtimePatches"] = [{"manager": "m", "trainingRuntimeSpec": patch}]
+    with pytest.raises(InvalidJob, match=r"^spec\.runtime"):
+        TRAINJOB.demand("k", stamped(job, runtimes.torch_distributed()))
+
+
+def test_the_webhook_names_the_field_of_a_malformed_trainjob() -> None:
+    from pydantic import ValidationError
+
+    from fleet.hub.admission import first_error
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["runtimeRef"] = 7
+    with pytest.raises(ValidationError) as refused:
+        TrainJob.model_validate(job)
+    assert first_error(refused.value).startswith("spec.runtimeRef: ")
