@@ -21,7 +21,7 @@ from e2e.conftest import eventually
 from e2e.jobs import gang_namespace, hub_state, seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.nodes import NodeShape, node_manifests
-from fleet import deploy
+from fleet import deploy, onboarding
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
@@ -123,3 +123,30 @@ def test_join_a_member_with_one_command_run_a_job_and_unjoin(fleet: LocalFleet,
     assert hub.get_or_none(r.MEMBERCLUSTERS, "member3") is None
     assert member.get_or_none(r.DAEMONSETS, "fleet-agent", "fleet-system") is None
     assert member.get_or_none(r.SECRETS, "fleet-hub-kubeconfig", "fleet-system") is None
+
+
+def test_a_member_keeps_the_crds_someone_else_installed(fleet: LocalFleet) -> None:
+    """A member that runs JobSet or Kubeflow Trainer keeps their CRDs when it joins: fleet
+    applies its own only where it installed them, or where none is."""
+    member = fleet.client("member2")
+
+    def crd(description: str) -> Body:
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.fleet.sh"},
+                "spec": {"group": "example.fleet.sh", "scope": "Namespaced",
+                         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object", "description": description,
+                                           "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+    member.apply(r.CRDS, crd("theirs"), field_manager="kubectl")
+    try:
+        onboarding.install_crds(member, [crd("fleet's")], keep_foreign=True)
+        schema = member.get(r.CRDS, "widgets.example.fleet.sh")["spec"]["versions"][0]["schema"]
+        assert schema["openAPIV3Schema"]["description"] == "theirs"
+        onboarding.install_crds(member, [crd("fleet's")])  # the hub's own: fleet's always
+        schema = member.get(r.CRDS, "widgets.example.fleet.sh")["spec"]["versions"][0]["schema"]
+        assert schema["openAPIV3Schema"]["description"] == "fleet's"
+    finally:
+        member.delete(r.CRDS, "widgets.example.fleet.sh")

@@ -10,6 +10,7 @@ credentials come back as a kubeconfig.
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +25,7 @@ from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Body, Kube
 
+log = logging.getLogger(__name__)
 AGENT_SA = "fleet-agent"
 FIELD_MANAGER = "fleet-join"
 AGENT_TOKEN_SECONDS = 365 * 24 * 3600
@@ -35,12 +37,23 @@ def crd_manifests() -> list[Body]:
     return [crd.manifest() for crd in sorted(crds.ALL, key=lambda c: c.name)]
 
 
-def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60) -> None:
-    """Apply ``crds`` and wait until the API server serves every one of them."""
+def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60,
+                 keep_foreign: bool = False) -> None:
+    """Apply ``crds`` and wait until the API server serves every one of them. With
+    ``keep_foreign`` (a member), a CRD that someone else installed stays as it is: a member
+    that runs JobSet or Kubeflow Trainer keeps their own (a superset of fleet's fields, and
+    fleet's copies name another manager, so their controllers leave them alone)."""
     names = []
     for crd in crds:
+        name = crd["metadata"]["name"]
+        existing = kube.get_or_none(r.CRDS, name) if keep_foreign else None
+        if existing is not None and not installed_by_fleet(existing):
+            log.info("keeping %s as installed by %s", name, ", ".join(sorted(
+                {m.get("manager", "?") for m in existing["metadata"].get("managedFields")
+                 or []})) or "someone else")
+            continue
         kube.apply(r.CRDS, crd, field_manager=FIELD_MANAGER)
-        names.append(crd["metadata"]["name"])
+        names.append(name)
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
@@ -53,6 +66,11 @@ def install_crds(kube: Kube, crds: Iterable[Body], *, timeout: float = 60) -> No
             if time.monotonic() > deadline:
                 raise TimeoutError(f"CRD {name} not established after {timeout}s")
             time.sleep(0.2)
+
+
+def installed_by_fleet(crd: Body) -> bool:
+    return any(m.get("manager") == FIELD_MANAGER
+               for m in crd["metadata"].get("managedFields") or [])
 
 
 def _served(kube: Kube, crd: Body) -> bool:
@@ -130,7 +148,7 @@ def join(hub: Kube, member: Kube, cluster: str, *, hub_kubeconfig: Path,
         hub.apply(resource, body, field_manager=FIELD_MANAGER)
     # Every CRD, not only the job kinds the agent runs: manifests written for the hub (policies,
     # quota trees) then apply unchanged to a member too.
-    install_crds(member, crd_manifests())
+    install_crds(member, crd_manifests(), keep_foreign=True)
     token = service_account_token(hub, ns, AGENT_SA)
     return agent_kubeconfig(hub_kubeconfig, cluster, token)
 
