@@ -249,6 +249,11 @@ class JobSetStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
     restarts: int = 0
     restarts_count_towards_max: int | None = None
+    pod_restarts: int | None = Field(default=None, description="Pods re-created so far, "
+                                     "counted against the Jobs' backoffLimit (fleet).")
+    start_time: str | None = Field(default=None, description="When its pods first started "
+                                   "(again after a resume): a TrainJob's deadline counts "
+                                   "from it (fleet).")
     terminal_state: str | None = None
     replicated_jobs_status: list[ReplicatedJobStatus] = Field(default_factory=list)
     queue: QueueInfo | None = None

@@ -120,6 +120,9 @@ WORLD = f"{GROUP}/world"  # a split gang: every share of the placement (as PLACE
 # A JobSet resolved from an MPI runtime: its slots per node and whether the launcher is a node
 # too, from which its agent writes the hostfile (JSON).
 MPI_HOSTS = f"{GROUP}/mpi-hosts"
+# A JobSet resolved from a TrainJob with ``activeDeadlineSeconds``: how long it may run once
+# its pods start (again after a resume), as Trainer counts it.
+ACTIVE_DEADLINE = f"{GROUP}/active-deadline-seconds"
 # A kind whose spec cannot say a share's size (a JobSet's Jobs keep the whole gang's shape, for
 # names and ranks): the pods per role of this share.
 SHARE_REPLICAS = f"{GROUP}/share-replicas"

@@ -212,6 +212,8 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
     jobset_spec["suspend"] = bool(spec.get("suspend"))
     jobset_spec.pop("managedBy", None)
     annotations = dict(jobset_meta.get("annotations") or {})
+    if spec.get("activeDeadlineSeconds"):
+        annotations[protocol.ACTIVE_DEADLINE] = str(int(spec["activeDeadlineSeconds"]))
     if "mpi" in policy:
         annotations[protocol.MPI_HOSTS] = json.dumps({
             "slots": int((trainer or {}).get("numProcPerNode")

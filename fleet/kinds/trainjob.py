@@ -24,6 +24,7 @@ from fleet.kinds.trainer_runtime import resolve, snapshot_of
 TRAINJOB_STATES = {"Failed": "Failed", "Complete": "Succeeded", "Completed": "Succeeded",
                    "Suspended": "Suspended"}
 COUNTS = ("ready", "succeeded", "failed", "active", "suspended")
+DEADLINE, DEADLINE_MESSAGE = "DeadlineExceeded", "TrainJob exceeded its active deadline"
 
 
 def resolved(body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -116,9 +117,10 @@ def trainjob_status(current: Mapping[str, Any], jobset: Mapping[str, Any], suspe
         found = next((c for c in jobset.get("conditions") or []
                       if c.get("type") == kind and c.get("status") == "True"), None)
         if found is not None:
-            conditions.append({"type": renamed, "status": "True",
-                               "reason": found.get("reason") or kind,
-                               "message": found.get("message") or "",
+            reason = found.get("reason") or kind
+            conditions.append({"type": renamed, "status": "True", "reason": reason,
+                               "message": DEADLINE_MESSAGE if reason == DEADLINE
+                               else found.get("message") or "",
                                "lastTransitionTime": found.get("lastTransitionTime") or now})
     for kept in conditions:
         kept.pop("lastUpdateTime", None)

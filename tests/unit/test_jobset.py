@@ -168,3 +168,31 @@ def test_a_split_share_runs_only_its_pods_and_the_hub_judges_success_over_shares
 
 def test_the_agent_runs_jobsets() -> None:
     assert "JobSet.jobset.x-k8s.io" in KINDS
+
+
+def test_a_pods_retries_count_against_the_backoff_limit_across_reconciles() -> None:
+    from fleet.api.jobset import JobSetStatus
+    body = jobset(rjob("a"))
+    body["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 1
+    decision, after = run(KIND, body, [pod(body, "a", 0, "Failed")])
+    assert decision.delete == ("js-a-0-0",)  # retried once
+    assert after["status"]["podRestarts"] == 1
+    # the count survives the API server's pruning: the CRD's schema names it
+    assert JobSetStatus.model_validate(after["status"]).pod_restarts == 1
+    _, failed = run(KIND, after, [pod(after, "a", 0, "Failed")])
+    assert true(failed["status"]) == ["Failed"]
+
+
+def test_a_trainjobs_deadline_fails_its_jobset_once_its_pods_ran_that_long() -> None:
+    from datetime import timedelta
+
+    from tests.unit.test_job_status import NOW
+    body = jobset(rjob("node"))
+    body["metadata"]["annotations"] = {protocol.ACTIVE_DEADLINE: "60"}
+    _, started = run(KIND, body, [pod(body, "node", 0)])
+    assert started["status"]["startTime"]
+    decision, late = run(KIND, started, [pod(started, "node", 0)],
+                         now=NOW + timedelta(seconds=61))
+    failed = [c for c in late["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed[0]["reason"] == "DeadlineExceeded"
+    assert decision.delete == ("js-node-0-0",)

@@ -195,3 +195,15 @@ def test_the_webhook_names_the_field_of_a_malformed_trainjob() -> None:
     with pytest.raises(ValidationError) as refused:
         TrainJob.model_validate(job)
     assert first_error(refused.value).startswith("spec.runtimeRef: ")
+
+
+def test_a_deadline_fails_the_trainjob_as_trainer_says_it() -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["activeDeadlineSeconds"] = 600
+    jobset = resolve(job, runtime(runtimes.torch_distributed()))
+    assert jobset["metadata"]["annotations"][protocol.ACTIVE_DEADLINE] == "600"
+    failed = trainjob_status({}, {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+         "message": "jobset js was active longer than ...", "lastTransitionTime": "t"}]},
+        False, "t")
+    assert failed["conditions"][0]["message"] == "TrainJob exceeded its active deadline"

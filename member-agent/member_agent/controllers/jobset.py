@@ -80,7 +80,9 @@ class JobSetKind(JobKind):
         return min(DEFAULT_BACKOFF if v is None else int(v) for v in limits)
 
     def deadline(self, job: Mapping[str, Any]) -> int | None:
-        return None
+        """A TrainJob's ``activeDeadlineSeconds``, which its JobSet carries."""
+        value = (job["metadata"].get("annotations") or {}).get(protocol.ACTIVE_DEADLINE)
+        return None if value is None else int(value)
 
     def ttl(self, job: Mapping[str, Any]) -> int | None:
         if protocol.WORK in (job["metadata"].get("annotations") or {}):
@@ -255,9 +257,15 @@ class JobSetKind(JobKind):
         elif not mode.stop and self._completed(job, types, result):
             conditions = set_condition(conditions, "Completed", True, "AllJobsCompleted",
                                        "jobset completed successfully", now)
+        start = old.get("startTime")
+        if mode.stop:
+            start = None
+        elif start is None or is_true(old.get("conditions") or [], "Suspended"):
+            start = now  # Trainer counts a deadline from the (last) resume
         status: Body = {"conditions": conditions, "replicatedJobsStatus": jobs,
                         "restarts": int(old.get("restarts", 0)),
-                        "podRestarts": self.restarts_so_far(old) + len(result.restarted)}
+                        "podRestarts": self.restarts_so_far(old) + len(result.restarted),
+                        "startTime": start}
         if is_true(conditions, "Failed"):
             status["terminalState"] = "Failed"
         elif is_true(conditions, "Completed"):
