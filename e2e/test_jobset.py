@@ -24,14 +24,14 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 
 def rjob(name: str, *, replicas: int = 1, parallelism: int = 1, run_for: str = "1h",
-         exit_code: int = 0, **extra: Any) -> Body:
+         exit_code: int = 0, backoff: int = 0, **extra: Any) -> Body:
     pod = {"metadata": {"annotations": {"fleet.sh/sim-duration": run_for,
                                         "fleet.sh/sim-exit-code": str(exit_code)}},
            "spec": {"containers": [{"name": "main", "image": "train:1",
                                     "resources": {"requests": {"cpu": "100m"}}}]}}
     return {"name": name, "replicas": replicas,
             "template": {"spec": {"parallelism": parallelism, "completions": parallelism,
-                                  "backoffLimit": 0, "template": pod}}, **extra}
+                                  "backoffLimit": backoff, "template": pod}}, **extra}
 
 
 def jobset(name: str, *rjobs: Body, **spec: Any) -> Body:
@@ -67,6 +67,7 @@ def jobs(hub: Kube) -> Iterator[dict[str, Body]]:
                rjob("node", replicas=2, dependsOn=[{"name": "init", "status": "Complete"}],
                     run_for="2s")),
         jobset("failing", rjob("a", run_for="1s", exit_code=3)),
+        jobset("retried", rjob("a", run_for="1s", exit_code=3, backoff=2)),
     ]
     yield {b["metadata"]["name"]: hub.create(r.JOBSETS, b) for b in bodies}
     delete_jobs(hub, NS)
@@ -123,6 +124,15 @@ def test_a_failed_job_fails_the_jobset(fleet: LocalFleet, hub: Kube,
     failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "FailedJobs"
     assert "failing-a-0" in failed["message"]
+
+
+def test_a_failed_pod_is_retried_until_its_jobs_backoff_limit(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    job = jobs["retried"]
+    kube = member(fleet, hub, job)
+    finished(hub, job, "Failed")
+    copy = kube.get(r.JOBSETS, "retried", NS)
+    assert copy["status"]["podRestarts"] == 2
 
 
 @pytest.mark.parametrize(("change", "field"), [
