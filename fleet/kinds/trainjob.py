@@ -105,7 +105,7 @@ def trainjob_status(current: Mapping[str, Any], jobset: Mapping[str, Any], suspe
                     now: str) -> Body:
     """Trainer's TrainJob status over its JobSet's (module doc)."""
     out: Body = {k: v for k, v in current.items() if k in ("clusters",)}
-    conditions = [c for c in current.get("conditions") or []
+    conditions = [dict(c) for c in current.get("conditions") or []  # (the cache's: copies)
                   if c.get("type") == "Suspended"]
     if suspended:
         conditions = [condition("Suspended", "Suspended", "TrainJob is suspended", now,
