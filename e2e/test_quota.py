@@ -144,6 +144,9 @@ def test_borrowed_quota_is_reclaimed_by_preempting_the_latest_gang(two_teams: Ku
     a1 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("a1", "team-a", run_for="1h", gpus=2,
                                                    workers=1))
     wait_state(hub, "a1", "Running", "team-a")
+    # admission stamps are whole seconds (as Kueue's QuotaReserved times): two admitted in
+    # one second tie, and the tie goes by name, so a2 must be admitted a second later
+    time.sleep(1.1)
     a2 = hub.create(r.PYTORCHJOBS, seed_pytorchjob("a2", "team-a", run_for="1h", gpus=2,
                                                    workers=1))
     wait_state(hub, "a2", "Running", "team-a")  # team-a borrows team-b's idle 4 GPUs
