@@ -175,6 +175,24 @@ def hub_namespace_rules() -> dict[str, list[Body]]:
     }
 
 
+def _webhook(name: str, path: str, rules: list[Body], *, mutating: bool = False,
+             conditions: list[Body] | None = None) -> Body:
+    """One of the hub's webhooks, reached through its Service; it fails closed."""
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        **({"reinvocationPolicy": "Never"} if mutating else {}),
+        "timeoutSeconds": 10,
+        "rules": rules,
+        **({"matchConditions": conditions} if conditions else {}),
+        "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
+                                     "path": path, "port": WEBHOOK_PORT}},
+    }
+
+
 def webhook_configuration() -> Body:
     """The hub's validating webhook, reached through its Service; the leader fills in the
     caBundle from the certificate it keeps in a Secret (the hub never creates or deletes
@@ -182,19 +200,10 @@ def webhook_configuration() -> Body:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": _meta(WEBHOOK_CONFIGURATION, False),
-        "webhooks": [{
-            "name": "elasticquotatree.fleet.sh",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "matchPolicy": "Equivalent",
-            "timeoutSeconds": 10,
-            "rules": [{"apiGroups": ["scheduling.sigs.k8s.io"], "apiVersions": ["v1beta1"],
-                       "resources": ["elasticquotatrees"], "operations": ["CREATE", "UPDATE"],
-                       "scope": "*"}],
-            "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
-                                         "path": "/elasticquotatree", "port": WEBHOOK_PORT}},
-        }, job_webhook()],
+        "webhooks": [_webhook("elasticquotatree.fleet.sh", "/elasticquotatree", [{
+            "apiGroups": ["scheduling.sigs.k8s.io"], "apiVersions": ["v1beta1"],
+            "resources": ["elasticquotatrees"], "operations": ["CREATE", "UPDATE"],
+            "scope": "*"}]), job_webhook()],
     }
 
 
@@ -203,26 +212,15 @@ def job_webhook() -> Body:
     closed, as Kueue's and Karmada's do: failing open, a job nested so deep that the API
     server cannot even send it for review would be stored, and no client could list its kind
     again. The hub's own writes to its jobs (admission, placement, finalizers) skip it."""
-    return {
-        "name": "jobs.fleet.sh",
-        "admissionReviewVersions": ["v1"],
-        "sideEffects": "None",
-        "failurePolicy": "Fail",
-        "matchPolicy": "Equivalent",
-        "timeoutSeconds": 10,
-        "rules": [{"apiGroups": [group], "apiVersions": [version],
-                   "resources": [a.resource.plural for a in ADAPTERS
-                                 if (a.resource.group, a.resource.version) == (group, version)],
-                   "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
-                  for group, version in dict.fromkeys((a.resource.group, a.resource.version)
-                                                      for a in ADAPTERS)],
-        "matchConditions": [{
-            "name": "not-the-hub",
-            "expression": "request.userInfo.username != "
-                          f"'system:serviceaccount:{NAMESPACE}:{HUB}'"}],
-        "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
-                                     "path": f"/{JOB_WEBHOOK}", "port": WEBHOOK_PORT}},
-    }
+    rules = [{"apiGroups": [group], "apiVersions": [version],
+              "resources": [a.resource.plural for a in ADAPTERS
+                            if (a.resource.group, a.resource.version) == (group, version)],
+              "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+             for group, version in dict.fromkeys((a.resource.group, a.resource.version)
+                                                 for a in ADAPTERS)]
+    return _webhook("jobs.fleet.sh", f"/{JOB_WEBHOOK}", rules, conditions=[{
+        "name": "not-the-hub",
+        "expression": f"request.userInfo.username != 'system:serviceaccount:{NAMESPACE}:{HUB}'"}])
 
 
 def mutating_webhook_configuration() -> Body:
@@ -232,21 +230,10 @@ def mutating_webhook_configuration() -> Body:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": _meta(WEBHOOK_CONFIGURATION, False),
-        "webhooks": [{
-            "name": "trainjobs.fleet.sh",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "matchPolicy": "Equivalent",
-            "reinvocationPolicy": "Never",
-            "timeoutSeconds": 10,
-            "rules": [{"apiGroups": [TRAINJOBS.group], "apiVersions": [TRAINJOBS.version],
-                       "resources": [TRAINJOBS.plural], "operations": ["CREATE"],
-                       "scope": "Namespaced"}],
-            "clientConfig": {"service": {"namespace": NAMESPACE, "name": HUB,
-                                         "path": f"/{RUNTIME_WEBHOOK}",
-                                         "port": WEBHOOK_PORT}},
-        }],
+        "webhooks": [_webhook("trainjobs.fleet.sh", f"/{RUNTIME_WEBHOOK}", [{
+            "apiGroups": [TRAINJOBS.group], "apiVersions": [TRAINJOBS.version],
+            "resources": [TRAINJOBS.plural], "operations": ["CREATE"],
+            "scope": "Namespaced"}], mutating=True)],
     }
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
 from fleet.api import limits
 from fleet.api.base import Condition, CustomResource, KubeModel, ObjectMeta
-from fleet.api.jobset import JobSetSpec, Kept
+from fleet.api.jobset import JobSetSpec, Kept, ReplicatedJobStatus
 from fleet.api.kubeflow import MULTIKUEUE_MANAGER, QueueInfo
 from fleet.api.pods import OpenModel, ResourceRequirements, TemplateMetadata, core
 from fleet.api.schema import SERVED_DEFAULT
@@ -132,18 +132,9 @@ class TrainJobSpec(KubeModel):
             _rule("self == oldSelf", "spec.managedBy: is immutable")]})
 
 
-class JobsStatus(KubeModel):
-    name: str
-    ready: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    active: int = 0
-    suspended: int = 0
-
-
 class TrainJobStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
-    jobs_status: list[JobsStatus] = Field(default_factory=list)
+    jobs_status: list[ReplicatedJobStatus] = Field(default_factory=list)  # JobSet's, as is
     queue: QueueInfo | None = None
     clusters: list[str] = Field(default_factory=list)
 
@@ -215,8 +206,7 @@ class JobSetTemplateSpec(KubeModel):
 
 class TrainingRuntimeSpec(KubeModel):
     ml_policy: MLPolicy | None = None
-    pod_group_policy: Annotated[Kept, WithJsonSchema({
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True})] | None = None
+    pod_group_policy: Kept | None = None
     template: JobSetTemplateSpec
 
 

@@ -22,6 +22,7 @@ from fleet.kinds.base import Body, KindAdapter, deep_copy
 from fleet.kinds.status import job_status_of
 
 JOBSET_STATES = {"Failed": "Failed", "Completed": "Succeeded", "Suspended": "Suspended"}
+JOB_COUNTS = ("ready", "succeeded", "failed", "active", "suspended")  # per replicated job
 
 
 def parallelism(rjob: Mapping[str, Any]) -> int:
@@ -185,7 +186,7 @@ def merge_jobset_status(body: Mapping[str, Any], works: Sequence[Mapping[str, An
     for work in reported:
         for entry in job_status_of(work).get("replicatedJobsStatus") or []:
             merged = counts.setdefault(str(entry.get("name")), {})
-            for key in ("ready", "succeeded", "failed", "active", "suspended"):
+            for key in JOB_COUNTS:
                 merged[key] = merged.get(key, 0) + int(entry.get(key) or 0)
     out["replicatedJobsStatus"] = [
         {"name": name, **{k: min(v, whole.get(name, v)) for k, v in counts[name].items()}}

@@ -18,12 +18,11 @@ from typing import Any
 from fleet.api.trainer import TRAINJOB_MANAGER
 from fleet.clients import resources as r
 from fleet.kinds.base import Body, KindAdapter, condition
-from fleet.kinds.jobset import JOBSET, merge_jobset_status, true_conditions
+from fleet.kinds.jobset import JOB_COUNTS, JOBSET, merge_jobset_status, true_conditions
 from fleet.kinds.trainer_runtime import resolve, snapshot_of
 
 TRAINJOB_STATES = {"Failed": "Failed", "Complete": "Succeeded", "Completed": "Succeeded",
                    "Suspended": "Suspended"}
-COUNTS = ("ready", "succeeded", "failed", "active", "suspended")
 DEADLINE, DEADLINE_MESSAGE = "DeadlineExceeded", "TrainJob exceeded its active deadline"
 
 
@@ -125,7 +124,7 @@ def trainjob_status(current: Mapping[str, Any], jobset: Mapping[str, Any], suspe
     for kept in conditions:
         kept.pop("lastUpdateTime", None)
     out["conditions"] = conditions
-    out["jobsStatus"] = [{"name": entry["name"], **{k: int(entry.get(k) or 0) for k in COUNTS}}
+    out["jobsStatus"] = [{"name": entry["name"], **{k: int(entry.get(k) or 0) for k in JOB_COUNTS}}
                          for entry in jobset.get("replicatedJobsStatus") or []]
     return out
 
