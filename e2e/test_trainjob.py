@@ -219,7 +219,8 @@ def test_a_trainjob_is_preempted_and_resumes(fleet: LocalFleet, hub: Kube,
                              timeout=60, what="the TrainJob waiting")
         assert waiting["reason"] in ("Preempted", "Unschedulable")
         assert "Preempted" not in conditions(hub_job(hub, victim))
-        assert events(hub, victim, "Waiting")
+        eventually(lambda: events(hub, victim, "Waiting"), timeout=30,
+                   what="a Waiting event on the TrainJob")  # events are written in the background
     finally:
         delete_jobs(hub, "trainer-prod", wait=True)
     eventually(lambda: "fleet.sh/clusters" in (hub_job(hub, victim)["metadata"].get(

@@ -185,10 +185,11 @@ class Moves:
             return
         self.cache.upsert("jobs", unbound)
         preempted = w.PREEMPTED_BY in (job["metadata"].get("annotations") or {})
+        waits = "Preempted" if preempted else "Requeued"
         status = pv.with_preempted(
-            adapter.waiting_status(None, "Preempted" if preempted else "Requeued",
-                                   intent.reason, now_text()), unbound, now_text())
+            adapter.waiting_status(None, waits, intent.reason, now_text()), unbound, now_text())
         if rolled_back:
             status = reservations.with_condition(status, reservations.rolled_back(
                 intent.reason, now_text(), job.get("status")))
         self.telling.write_status(unbound, adapter, status)
+        self.telling.waiting_event(unbound, adapter, waits, intent.reason)

@@ -36,12 +36,18 @@ class Telling:
             job.get("status"), why.reason, why.message, now_text()), job, now_text())
         if adapter.fleet_conditions:  # a rollback is said until the job is placed again
             status = reservations.with_condition(status, reservations.kept(job.get("status")))
-        elif queue.get("reason") != why.reason:  # its clients read only its own conditions
-            self.dispatcher.event(job, WAITING, f"{why.reason}: {why.message}")
+        elif queue.get("reason") != why.reason:
+            self.waiting_event(job, adapter, why.reason, why.message)
         status["queue"] = shown
         if why.reason in (RESERVED, KEPT_BACK) and queue.get("reason") != why.reason:
             self.dispatcher.event(job, why.reason, why.message)  # once as it starts
         return status
+
+    def waiting_event(self, job: Body, adapter: KindAdapter, reason: str, message: str) -> None:
+        """An event saying why a job waits, for a kind with no fleet conditions: its clients
+        (Trainer's SDK) read only its own conditions, so a condition would mislead them."""
+        if not adapter.fleet_conditions:
+            self.dispatcher.event(job, WAITING, f"{reason}: {message}")
 
     def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
         written = self.dispatcher.write_status(job, adapter, status)
