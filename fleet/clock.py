@@ -30,6 +30,7 @@ def now() -> datetime:
     return datetime.now(UTC) + OFFSET
 
 
-def text(*, micro: bool = False) -> str:
-    """The current time as the API's timestamps carry it (to the second or the microsecond)."""
-    return now().strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+def text(*, micro: bool = False, at: datetime | None = None) -> str:
+    """The current time (or ``at``) as the API's timestamps carry it (to the second or the
+    microsecond)."""
+    return (at or now()).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")

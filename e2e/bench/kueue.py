@@ -25,6 +25,7 @@ side by side runs ``minimalkueue-unlimited`` (the same program with that limit r
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -36,8 +37,9 @@ from typing import Any
 
 import yaml
 
+from e2e.bench import stages
 from e2e.bench.members import CountingKube, Fleet
-from e2e.bench.onfleet import cpu_seconds, per_job_writes, say, writes
+from e2e.bench.onfleet import cpu_seconds, per_job_writes, say, webhook_seconds, writes
 from e2e.bench.results import Result
 from e2e.bench.scale import queued_gangs, register
 from e2e.bench.webhooks import without_webhook
@@ -224,6 +226,7 @@ class Ledger:
     klass: dict[str, str] = field(default_factory=dict)
     size: dict[str, int] = field(default_factory=dict)
     created: dict[str, float] = field(default_factory=dict)
+    create_seconds: list[float] = field(default_factory=list)  # each create request's
     first_bound: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     held: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -321,7 +324,10 @@ def create_set(hub: Kube, ledger: Ledger, namespace: str, index: int,
             with ledger.lock:
                 ledger.klass[key], ledger.size[key] = workload.klass, workload.request
                 ledger.created[key] = time.monotonic()
+            started = time.monotonic()
             hub.create(r.PYTORCHJOBS, job_of(name, namespace, workload))
+            with ledger.lock:
+                ledger.create_seconds.append(time.monotonic() - started)
 
 
 def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 20,
@@ -345,8 +351,8 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
             time.sleep(0.5)
         watcher = threading.Thread(target=watch_jobs, args=(hub, ledger, stop), daemon=True)
         watcher.start()
-        cpu_before = cpu_seconds(fleet).get("hub", 0.0)
-        writes_before = writes(hub)
+        cpu_before = {**cpu_seconds(fleet), LOAD: load_cpu()}
+        writes_before, webhooks_before = writes(hub), webhook_seconds(hub)
         say(f"fleet: the hub starts; {config.jobs:,} jobs in {len(config.queue_names())} "
             f"queues, {len(config.sets)} workload sets each, created as Kueue's generator "
             f"does, on {members} simulated members")
@@ -362,18 +368,47 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
             stop.set()
             for creator in creators:
                 creator.result()
-        cpu = cpu_seconds(fleet).get("hub", 0.0) - cpu_before
+        spent = {k: v - cpu_before.get(k, 0.0)
+                 for k, v in {**cpu_seconds(fleet), LOAD: load_cpu()}.items()}
+        cpu = spent.get("hub", 0.0)
+        say("fleet: CPU seconds during the run: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])))
         say("fleet: a job's way from bound to finished (never evicted), mean seconds: "
             + ", ".join(f"{k} {v:.2f}" for k, v in segments(ledger, sim.trace).items()))
+        took = sorted(ledger.create_seconds) or [0.0]
+        say(f"fleet: a create request took {sum(took) / len(took):.3f} s on average, p99 "
+            f"{took[int(len(took) * 0.99)]:.3f} s (the hub's admission webhook included)")
+        for name, (seconds, calls) in webhook_seconds(hub).items():
+            spent, made = (a - b for a, b in zip(
+                (seconds, calls), webhooks_before.get(name, (0.0, 0.0)), strict=True))
+            if made:
+                say(f"fleet: webhook {name}: {made:.0f} calls, {spent / made:.3f} s each")
+        spent_stages = stages.scrape([fleet.metrics_url("hub")])
+        say("fleet: the hub's steps, p50 / p99 seconds: " + ", ".join(
+            f"{stage} {stages.quantile(0.5, spent_stages[stage]):.2f} / "
+            f"{stages.quantile(0.99, spent_stages[stage]):.2f}"
+            for stage in stages.HUB_STAGES if stage in spent_stages))
         total, shown = per_job_writes(writes_before, writes(hub), config.jobs)
         say(f"fleet: {total:.1f} API writes per job, every client's (the jobs' creation "
             f"included): {shown}")
+        _, agents = per_job_writes({}, {k: float(v) for k, v in sim.hub.writes.items()},
+                                   config.jobs)
+        say(f"fleet: of which the simulated agents': {agents}")
         return outcome(ledger, config, started, cpu)
     finally:
         stop.set()
         if sim is not None:
             sim.close()
         fleet.down()
+
+
+LOAD = "load generator (creators, simulated members, watch)"
+
+
+def load_cpu() -> float:
+    """This process's CPU seconds: the bench's creators, simulated members and watch."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def follow(ledger: Ledger, jobs: int, started: float, limit: float) -> None:

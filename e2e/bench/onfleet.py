@@ -100,6 +100,24 @@ def writes(hub: Kube, exclude: tuple[str, ...] = ("memberclusters",)) -> dict[st
     return out
 
 
+WEBHOOK = re.compile(r'^apiserver_admission_webhook_admission_duration_seconds_(sum|count)'
+                     r'\{([^}]*)\} ([0-9.e+]+)$')
+
+
+def webhook_seconds(hub: Kube) -> dict[str, tuple[float, float]]:
+    """Per admission webhook (by name), the seconds the hub API server has spent calling it
+    and how many calls, from its own metrics."""
+    text = str(hub.raw("GET", "/metrics").get("text", ""))
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        match = WEBHOOK.match(line)
+        if match:
+            name = re.search(r'name="([^"]*)"', match.group(2))
+            spent = out.setdefault(name.group(1) if name else "?", [0.0, 0.0])
+            spent[0 if match.group(1) == "sum" else 1] += float(match.group(3))
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def settled_writes(hub: Kube, quiet: float = 3.0, timeout: float = 120.0) -> dict[str, float]:
     """The write counts once no job-caused write has happened for ``quiet`` seconds."""
     deadline = time.monotonic() + timeout

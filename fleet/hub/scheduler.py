@@ -258,14 +258,17 @@ class Scheduler:
                   changes: Changes | None = None, carried: Carried | None = None,
                   context: Context | None = None, stamp: str | None = None) -> PassView:
         """The planner's view of ``jobs``, the ones to look at this pass, and of the waiting
-        ones ``carried`` brings (its time as text ``stamp``, by default the clock's as the
-        hub writes it)."""
+        ones ``carried`` brings (its time as text ``stamp``, by default the clock's to the
+        microsecond: the admission stamp, by which a reclaim takes the most recently admitted
+        job first, as Kueue does; whole seconds made most of a busy hub's admissions tie, and
+        the tie went by name, so a job about to finish was taken as often as one just bound)."""
         assumed: dict[str, list[Resources]] = {}
         for spent in inflight.values():  # decided, Works not yet in the cache
             for cluster, requests in spent.items():
                 assumed.setdefault(cluster, []).extend(requests)
         return self.views.build(
-            snap, now, stamp or now_text(), changes or Changes(), jobs, clusters, assumed,
+            snap, now, stamp or clock.text(micro=True, at=now), changes or Changes(), jobs,
+            clusters, assumed,
             lambda job, exc: self.writer.failures.failed(JobKey.of_body(job),
                                                          "job skipped this pass", exc),
             carried or Carried(), context, self.writer.inflight_holdings(),

@@ -47,7 +47,8 @@ class HubStageClock:
             while len(self._seen) > self._limit:
                 self._seen.popitem(last=False)
         created = parse_time(meta.get("creationTimestamp"))
-        if created is not None:
+        if created is not None and p.REQUEUED_AT not in (meta.get("annotations") or {}):
+            # (a requeued job waits again from now: its creation is no step before it)
             metrics.STAGE_SECONDS.labels("queued").observe(max(0.0, now - created.timestamp()))
 
     def forget(self, job: Mapping[str, Any]) -> None:

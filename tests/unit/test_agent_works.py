@@ -104,6 +104,7 @@ def a_sync() -> tuple[WorkSync, Recorder, Recorder]:
     state = MemberState()
     state.synced.set()
     sync = WorkSync(cast(Kube, hub), cast(Kube, member), CLUSTER, state)
+    sync.status.hold = 0.0  # every change written at once (the hold has a test of its own)
     return sync, hub, member
 
 
@@ -273,6 +274,37 @@ def test_status_is_written_when_the_job_or_its_pods_change_and_only_then() -> No
     other = {**job, "metadata": {**job["metadata"], "name": "unrelated"}}
     stores.put_job(key_of(other), other)
     assert sync.status.take_marked() == set()  # no Work of ours carries it
+
+
+def test_a_change_short_of_the_end_waits_its_hold_and_the_end_is_told_at_once() -> None:
+    sync, hub, _ = a_sync()
+    now = [100.0]
+    sync.status.hold, sync.status.clock = 1.0, lambda: now[0]
+    work = a_work()
+    sync.handle(work, deleted=False)
+    name = work["metadata"]["name"]
+    job = member_copy(work)
+    sync.state.stores.put_job(key_of(job), job)
+    sync.status.report(sync.status.take_marked())
+    assert not [c for c in hub.calls if c[1] == "works/status"]  # applied: held
+    assert sync.status.next_held() == 1.0
+    assert sync.status.take_due() == set()
+    now[0] = 101.0
+    assert sync.status.take_due() == {name}
+    sync.status.report({name})
+    assert hub.patches[-1][1]["status"]["state"] == "Applied"
+    now[0] = 101.5  # running, half a second after the last write: held again
+    job["status"] = {"conditions": [{"type": "Running", "status": "True"}]}
+    sync.state.stores.put_job(key_of(job), job)
+    sync.status.report(sync.status.take_marked())
+    assert len([c for c in hub.calls if c[1] == "works/status"]) == 1
+    job["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    sync.state.stores.put_job(key_of(job), job)  # its end: told at once
+    sync.status.report(sync.status.take_marked())
+    assert hub.patches[-1][1]["status"]["state"] == "Succeeded"
+    now[0] = 102.0  # the held change's time: nothing new to write
+    sync.status.report(sync.status.take_due())
+    assert len([c for c in hub.calls if c[1] == "works/status"]) == 2
 
 
 def test_a_status_the_hub_refuses_is_tried_again_and_holds_up_nothing_else() -> None:

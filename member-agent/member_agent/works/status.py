@@ -11,7 +11,12 @@ when its member job, one of its pods or its refusal changes (the member caches c
 (:meth:`StatusReporter.mark`), every round while it is in a reservation's phases (its
 placeholders depend on any pod of the member), and every ``resync`` seconds for all Works
 (client-go's resync, a safety net). Changes that come within ``batch`` seconds of each other
-are written once. Each Work's write starts as soon as a writer is free, not when the
+are written once, and a Work's changes short of its end (applied, pods starting, running)
+are written at most once every ``hold`` seconds, counted from its first look: as the Job
+controller batches its pods' updates for a second, a short job is told once, finished, not
+three times (at Kueue's scale most jobs end within a second of starting, and each write of a
+Work is the hub API server's work). Its end, a change of its health and a reservation's
+progress are written at once. Each Work's write starts as soon as a writer is free, not when the
 round before has been written: written round by round, a member finishing a few hundred
 short jobs a minute reported each one after the slowest write of the round before (two
 seconds at Kueue's scale on one member), and the hub freed their quota that much later. A
@@ -54,11 +59,13 @@ def stamp() -> str:
 
 class StatusReporter:
     def __init__(self, hub: Kube, cluster: str, namespace: str, state: MemberState,
-                 book: WorkBook, holds: ReservationHolds, *, batch: float = 0.25,
-                 resync: float = 30.0, reserving_every: float = 0.5) -> None:
+                 book: WorkBook, holds: ReservationHolds, *, batch: float = 0.05,
+                 resync: float = 30.0, reserving_every: float = 0.5,
+                 hold: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.hub, self.cluster, self.namespace = hub, cluster, namespace
         self.state, self.book, self.holds = state, book, holds
         self.batch, self.resync, self.reserving_every = batch, resync, reserving_every
+        self.hold, self.clock = hold, clock
         self._lock = threading.Lock()
         self._dirty: set[str] = set()
         self._wake = threading.Event()
@@ -70,6 +77,8 @@ class StatusReporter:
         self._sending: set[str] = set()  # Works whose write is under way
         self._again: set[str] = set()  # ... and changed meanwhile: written again after it
         self._refused = False  # a write since the last round failed
+        self._told_at: dict[str, float] = {}  # Work name -> when first looked at or written
+        self._held: dict[str, float] = {}  # Work name -> when its held change is written
         self.written: Callable[[str], None] = lambda name: None  # (a bench traces it)
 
     # -- what to look at ------------------------------------------------------------------
@@ -101,6 +110,8 @@ class StatusReporter:
         with self._lock:
             self._reported.pop(name, None)
             self._dirty.discard(name)
+            self._held.pop(name, None)
+            self._told_at.pop(name, None)
             if wholly:
                 self._bound_at.pop(name, None)
                 self._unhealthy_since.pop(name, None)
@@ -117,10 +128,11 @@ class StatusReporter:
         while not stop.is_set():
             reserving = [w["metadata"]["name"] for w in self.book.works()
                          if protocol.work_phase(w)]
-            self._wake.wait(self.reserving_every if reserving else self.resync)
+            self._wake.wait(min(self.reserving_every if reserving else self.resync,
+                                self.next_held()))
             self._wake.clear()
             stop.wait(self.batch)  # let a burst of changes come in: one write for them
-            names = self.take_marked()
+            names = self.take_marked() | self.take_due()
             if time.monotonic() - last_resync >= self.resync:
                 names |= self.book.names()
                 last_resync = time.monotonic()
@@ -137,6 +149,38 @@ class StatusReporter:
         with self._lock:
             names, self._dirty = self._dirty, set()
         return names
+
+    def next_held(self) -> float:
+        """Seconds until the first held change is due (a day when none is held)."""
+        with self._lock:
+            first = min(self._held.values(), default=None)
+        return 86_400.0 if first is None else max(0.0, first - self.clock())
+
+    def take_due(self) -> set[str]:
+        now = self.clock()
+        with self._lock:
+            due = {name for name, at in self._held.items() if at <= now}
+            for name in due:
+                del self._held[name]
+        return due
+
+    def _hold(self, name: str, work: Mapping[str, Any], status: Mapping[str, Any],
+              before: Mapping[str, Any]) -> bool:
+        """Whether the change is held back (and marked to be written when its time comes):
+        one short of the Work's end, its health unchanged, no reservation under way, written
+        or first looked at less than ``hold`` seconds ago."""
+        manifest = work["spec"]["manifests"][0]
+        if adapter_for(manifest["apiVersion"], manifest["kind"]).finished(
+                status.get("jobStatus")) or protocol.work_phase(work) \
+                or _healthy(status) != _healthy(before or {"conditions": [HEALTHY]}):
+            return False
+        with self._lock:
+            told = self._told_at.setdefault(name, self.clock())  # first looked at
+            if self.clock() >= told + self.hold:
+                return False
+            self._held.setdefault(name, told + self.hold)
+        self._wake.set()  # the loop's wait now ends sooner
+        return True
 
     def send(self, names: Iterable[str]) -> None:
         """Write the status of each named Work that changed, without waiting for it: each
@@ -199,6 +243,8 @@ class StatusReporter:
         with self._lock:
             before = self._reported.get(name) or work.get("status") or {}
         patch = merge_diff(before, status)
+        if patch and self._hold(name, work, status, before):
+            return True
         if patch:
             try:
                 self.hub.patch(r.WORKS, name, {"status": patch}, self.namespace,
@@ -211,6 +257,8 @@ class StatusReporter:
         with self._lock:
             if self.book.get(name) is not None:  # not purged meanwhile
                 self._reported[name] = status
+                if patch:
+                    self._told_at[name] = self.clock()
         if patch:
             self.written(name)
         return True
@@ -269,6 +317,14 @@ class StatusReporter:
                 return
             self._cut[name] = cut
         log.warning("reporting part of a member job's status: %s", cut, extra={"work": name})
+
+
+HEALTHY = {"type": protocol.HEALTHY, "status": "True"}  # as a Work not yet told is taken
+
+
+def _healthy(status: Mapping[str, Any]) -> str | None:
+    return next((c.get("status") for c in status.get("conditions") or []
+                 if c.get("type") == protocol.HEALTHY), None)
 
 
 def _replicas(work: Mapping[str, Any]) -> Mapping[str, Any]:
