@@ -379,10 +379,10 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
         say(f"fleet: a create request took {sum(took) / len(took):.3f} s on average, p99 "
             f"{took[int(len(took) * 0.99)]:.3f} s (the hub's admission webhook included)")
         for name, (seconds, calls) in webhook_seconds(hub).items():
-            spent, made = (a - b for a, b in zip(
-                (seconds, calls), webhooks_before.get(name, (0.0, 0.0)), strict=True))
-            if made:
-                say(f"fleet: webhook {name}: {made:.0f} calls, {spent / made:.3f} s each")
+            before_seconds, before_calls = webhooks_before.get(name, (0.0, 0.0))
+            if calls > before_calls:
+                say(f"fleet: webhook {name}: {calls - before_calls:.0f} calls, "
+                    f"{(seconds - before_seconds) / (calls - before_calls):.3f} s each")
         spent_stages = stages.scrape([fleet.metrics_url("hub")])
         say("fleet: the hub's steps, p50 / p99 seconds: " + ", ".join(
             f"{stage} {stages.quantile(0.5, spent_stages[stage]):.2f} / "
