@@ -68,6 +68,8 @@ def jobs(hub: Kube) -> Iterator[dict[str, Body]]:
                     run_for="2s")),
         jobset("failing", rjob("a", run_for="1s", exit_code=3)),
         jobset("retried", rjob("a", run_for="1s", exit_code=3, backoff=2)),
+        jobset("restarted", rjob("a", replicas=2, run_for="1s", exit_code=3),
+               failurePolicy={"maxRestarts": 2}),
     ]
     yield {b["metadata"]["name"]: hub.create(r.JOBSETS, b) for b in bodies}
     delete_jobs(hub, NS)
@@ -133,6 +135,22 @@ def test_a_failed_pod_is_retried_until_its_jobs_backoff_limit(
     finished(hub, job, "Failed")
     copy = kube.get(r.JOBSETS, "retried", NS)
     assert copy["status"]["podRestarts"] == 2
+
+
+def test_a_failure_policy_restarts_the_whole_jobset_until_its_max(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    """As JobSet's controller: each failure restarts every Job (pods made again, labelled
+    with the new attempt) until maxRestarts, then the JobSet fails with ReachedMaxRestarts."""
+    job = jobs["restarted"]
+    kube = member(fleet, hub, job)
+    done = finished(hub, job, "Failed")
+    assert done["status"]["restarts"] == 2
+    reasons = {c["type"]: c["reason"] for c in done["status"]["conditions"]}
+    assert reasons["Failed"] == "ReachedMaxRestarts"
+    assert reasons["Restarting"] == "JobSetFailed"
+    attempts = {p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"]
+                for p in member_pods(kube, "restarted").values()}
+    assert attempts <= {"2"}  # (its pods of attempts 0 and 1 deleted as each restart began)
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -140,6 +140,7 @@ QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tre
 # The agent's own marks on member objects it makes from a copy.
 TENSORBOARD_FOR = f"{GROUP}/tensorboard-for"
 RUN_VARIANT = f"{GROUP}/run-variant"  # how a pod was made: "", "debug", "resume"
+RUN_ATTEMPT = f"{GROUP}/run-attempt"  # the whole job's attempt a pod was made for (absent: 0)
 
 # -- reservations: two phases -------------------------------------------------------------
 # A placement on members in reservation mode is written in two phases. The hub creates every

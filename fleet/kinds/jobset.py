@@ -35,6 +35,17 @@ def pods_per_role(body: Mapping[str, Any]) -> dict[str, int]:
             for rjob in replicated_jobs(body)}
 
 
+def job_count(rjob: Mapping[str, Any]) -> int:
+    """A replicated job's Jobs."""
+    return int(rjob.get("replicas", 1))
+
+
+def is_split(body: Mapping[str, Any]) -> bool:
+    """Whether the JobSet is a member's share of one split across members."""
+    share = protocol.share_replicas(body.get("metadata") or {})
+    return share is not None and dict(share) != pods_per_role(body)
+
+
 def replicated_jobs(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     jobs: list[Mapping[str, Any]] = (body.get("spec") or {}).get("replicatedJobs") or []
     return jobs
@@ -191,7 +202,10 @@ def merge_jobset_status(body: Mapping[str, Any], works: Sequence[Mapping[str, An
     out["replicatedJobsStatus"] = [
         {"name": name, **{k: min(v, whole.get(name, v)) for k, v in counts[name].items()}}
         for name in whole if name in counts]
-    out["restarts"] = max(int(job_status_of(w).get("restarts") or 0) for w in reported)
+    for field in ("restarts", "restartsCountTowardsMax"):
+        most = max(int(job_status_of(w).get(field) or 0) for w in reported)
+        if most or field == "restarts":
+            out[field] = most
     if "Failed" in conditions:
         out["terminalState"] = "Failed"
     elif "Completed" in conditions:

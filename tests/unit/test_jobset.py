@@ -16,6 +16,7 @@ from fleet.kinds import adapter_for, managed_elsewhere
 from fleet.kinds.jobset import JOBSET, completed_across
 from member_agent.controllers.core import ContainerState, ObservedPod
 from member_agent.controllers.jobset import JOBSET as KIND
+from member_agent.controllers.jobset import judge_failure
 from member_agent.controllers.runtime import KINDS
 from tests.unit.test_job_status import created, run, true
 
@@ -130,6 +131,61 @@ def test_a_failed_job_fails_the_jobset_once_its_retries_are_spent() -> None:
     assert true(failed["status"]) == ["Failed"]
     assert "first failed job: js-workers-0" in failed["status"]["conditions"][0]["message"]
     assert decision.delete == ("js-workers-1-0",)
+
+
+def test_a_failure_policy_restarts_the_whole_jobset_until_its_max() -> None:
+    spec = rjob("workers", replicas=2)
+    spec["template"]["spec"]["backoffLimit"] = 0
+    body = jobset(spec, failurePolicy={"maxRestarts": 1})
+    _, restarted = run(KIND, body, [pod(body, "workers", 0, "Failed"), pod(body, "workers", 1)])
+    status = restarted["status"]
+    assert "Failed" not in true(status)
+    assert status["restarts"] == 1
+    assert status["restartsCountTowardsMax"] == 1
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Restarting"] == [
+        "DefaultFailurePolicy"]
+    # the attempt before is stale, finished or not: deleted, then made again as attempt 1
+    decision, _ = run(KIND, restarted, [pod(restarted, "workers", 0, "Failed"),
+                                        pod(restarted, "workers", 1)])
+    assert sorted(decision.delete) == ["js-workers-0-0", "js-workers-1-0"]
+    decision, ready = run(KIND, restarted, [])
+    made = [p for p in decision.create if p["kind"] == "Pod"]
+    assert {p["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] for p in made} == {"1"}
+    assert {p["metadata"]["annotations"][protocol.RUN_ATTEMPT] for p in made} == {"1"}
+    current = [ObservedPod(p.name, p.role, p.index, p.phase, p.exit_code, ready=p.ready,
+                           containers=p.containers, attempt="1")
+               for p in (pod(restarted, "workers", 0, "Failed"), pod(restarted, "workers", 1))]
+    _, failed = run(KIND, ready, current)
+    assert true(failed["status"]) == ["Failed"]
+    reasons = {c["type"]: c["reason"] for c in failed["status"]["conditions"]}
+    assert reasons["Failed"] == "ReachedMaxRestarts"
+    assert reasons["Restarting"] == "JobSetFailed"
+
+
+@pytest.mark.parametrize(("rules", "restart", "reason"), [
+    ([{"name": "fail", "action": "FailJobSet"}], False, "FailJobSetFailurePolicyAction"),
+    ([{"name": "other", "action": "FailJobSet", "targetReplicatedJobs": ["driver"]}], True,
+     "DefaultFailurePolicy"),
+    ([{"name": "deadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]}],
+     True, "DefaultFailurePolicy"),
+    ([{"name": "again", "action": "RestartJobSetAndIgnoreMaxRestarts",
+       "onJobFailureMessagePatterns": ["backoff limit"]}], True, "FailurePolicy_again"),
+    ([{"name": "job", "action": "RestartJob"}], False, "FailedJobs"),
+])
+def test_the_first_matching_rule_acts_as_jobsets_failure_policy_says(
+        rules: list[Body], restart: bool, reason: str) -> None:
+    verdict = judge_failure({"maxRestarts": 3, "rules": rules}, [("workers", "js-workers-0")],
+                            counted=0)
+    assert (verdict.restart, verdict.reason) == (restart, reason)
+    assert verdict.counted == int(reason == "DefaultFailurePolicy")
+    assert verdict.message.endswith("(first failed job: js-workers-0)")
+
+
+def test_no_policy_or_a_split_jobset_fails_without_restarting() -> None:
+    assert judge_failure(None, [("w", "js-w-0")], 0).reason == "FailedJobs"
+    split = judge_failure({"maxRestarts": 3}, [("w", "js-w-0")], 0, split=True)
+    assert not split.restart
+    assert "split across members" in split.message
 
 
 def test_a_replicated_job_waits_for_the_one_it_depends_on() -> None:

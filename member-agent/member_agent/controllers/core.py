@@ -67,6 +67,7 @@ class ObservedPod:
     uid: str = ""
     containers: tuple[ContainerState, ...] = ()
     variant: str = ""
+    attempt: str = ""  # the whole job's attempt it was made for ("" the first)
 
     @property
     def finished(self) -> bool:
@@ -107,7 +108,7 @@ def retryable(policy: Restart, exit_code: int | None, retryable_codes: frozenset
 
 def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
          restarts_so_far: int, backoff_limit: int | None, stop: bool = False,
-         evict: bool = False, hold: bool = False, variant: str = "",
+         evict: bool = False, hold: bool = False, variant: str = "", attempt: str = "",
          retryable_codes: frozenset[int] | None = None,
          decisive: frozenset[tuple[str, int]] = frozenset(),
          held: frozenset[str] = frozenset()) -> Plan:
@@ -121,6 +122,9 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
     ``backoff_limit`` is not reached. Under ``Always`` a replica that succeeded is re-created
     too, unless it is ``decisive`` (its success ends the job). An unfinished pod created as
     another ``variant`` (debug mode switched on or off) is replaced, not counted as a restart.
+    A pod of an earlier ``attempt`` (the whole job restarted, as JobSet's failure policy does)
+    is deleted, finished or not, and counts for nothing: its replica is made again once it is
+    gone.
     """
     by_key = {(p.role, p.index): p for p in pods}
     create: list[tuple[str, int]] = []
@@ -135,8 +139,8 @@ def plan(job: str, types: Sequence[ReplicaType], pods: Sequence[ObservedPod], *,
     for pod in pods:
         if pod.deleting:
             continue
-        if (pod.role, pod.index) not in wanted or evict:
-            delete.append(pod.name)  # scaled down, a type that is gone, or evicted
+        if (pod.role, pod.index) not in wanted or evict or pod.attempt != attempt:
+            delete.append(pod.name)  # scaled down, a type that is gone, evicted or stale
         elif pod.variant != variant and not pod.finished and not stop:
             delete.append(pod.name)
     gone = set(delete)

@@ -11,19 +11,34 @@ pod failed past the Job's backoff limit), ``Completed`` when the success policy 
 ``Suspended`` while ``spec.suspend``. A replicated job that ``dependsOn`` another (or follows
 it under ``startupPolicy: InOrder``) waits until that one is Ready (or Complete).
 
+A failed Job (its pods' retries past its backoff limit: reason ``BackoffLimitExceeded``) is
+judged by the ``failurePolicy`` as JobSet v0.12 judges it: no policy fails the JobSet
+(``FailedJobs``); else the first rule matching the failed Job's reason, message and replicated
+job acts, and with none ``RestartJobSet``: ``FailJobSet`` fails it, ``RestartJobSet`` restarts
+the whole JobSet until ``restartsCountTowardsMax`` reaches ``maxRestarts`` (then
+``ReachedMaxRestarts``), ``RestartJobSetAndIgnoreMaxRestarts`` restarts it uncounted. A restart
+raises ``status.restarts``, sets ``Restarting`` (False again, ``JobsReady``, once every Job is
+ready), and every pod of the attempt before is deleted and made again, labelled with the new
+``restart-attempt``; its pods' retries count from zero.
+
 Differs from JobSet on purpose: pods have no random suffix (one pod per completion index at a
-time), a pod's retries count against the smallest backoff limit of the JobSet's Jobs, and a
-failed Job fails the JobSet (``failurePolicy`` restarts are not yet carried out).
+time), a pod's retries count against the smallest backoff limit of the JobSet's Jobs, the
+``RestartJob`` actions (behind JobSet's alpha feature gate) fail the JobSet saying so, and a
+JobSet split across members fails instead of restarting (a restart is the whole JobSet's, and
+each member's agent sees only its share).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fleet.api import protocol
+from fleet.api.jobset import FailurePolicyAction as Action
 from fleet.clients import resources as r
 from fleet.clients.resources import Resource
 from fleet.kinds import jobset as kinds
@@ -72,7 +87,9 @@ class JobSetKind(JobKind):
         return core.Restart.ON_FAILURE
 
     def run_mode(self, job: Mapping[str, Any]) -> RunMode:
-        return RunMode(stop="Suspended" if (job.get("spec") or {}).get("suspend") else "")
+        restarts = int((job.get("status") or {}).get("restarts") or 0)
+        return RunMode(stop="Suspended" if (job.get("spec") or {}).get("suspend") else "",
+                       attempt=str(restarts) if restarts else "")
 
     def backoff_limit(self, job: Mapping[str, Any]) -> int | None:
         limits = [((j.get("template") or {}).get("spec") or {}).get("backoffLimit")
@@ -177,6 +194,9 @@ class JobSetKind(JobKind):
         }
         if variant:
             pod["metadata"]["annotations"][protocol.RUN_VARIANT] = variant
+        attempt = self.run_mode(job).attempt
+        if attempt:
+            pod["metadata"]["annotations"][protocol.RUN_ATTEMPT] = attempt
         if gang is not None:
             gang.decorate(pod, rtype.label)
         return pod
@@ -245,27 +265,49 @@ class JobSetKind(JobKind):
         if mode.stop:
             conditions = set_condition(conditions, "Suspended", True, "SuspendedJobs",
                                        "jobset is suspended", now)
+            conditions = _restarting_over(conditions, "JobSetSuspended", "jobset is suspended",
+                                          now)
         elif is_true(conditions, "Suspended"):
             conditions = set_condition(conditions, "Suspended", False, "ResumeJobs",
                                        "jobset is resumed", now)
-        failed = next((t for t in types if result.counts[t.name].failed), None)
-        if failed is not None and not mode.stop:
-            first = job_name(name, failed.name, self._failed_job(job, failed, result))
-            conditions = set_condition(
-                conditions, "Failed", True, "FailedJobs", "jobset failed due to one or more "
-                f"job failures (first failed job: {first})", now)
-        elif not mode.stop and self._completed(job, types, result):
+        failed = [t for t in types if result.counts[t.name].failed]
+        restarts = int(old.get("restarts", 0))
+        counted = int(old.get("restartsCountTowardsMax") or 0)
+        if failed and not mode.stop:
+            verdict = judge_failure(
+                (job.get("spec") or {}).get("failurePolicy"),
+                [(t.name, job_name(name, t.name, self._failed_job(job, t, result)))
+                 for t in failed], counted, split=kinds.is_split(job))
+            if verdict.restart:
+                restarts += 1
+                counted += verdict.counted
+                conditions = set_condition(conditions, "Restarting", True, verdict.reason,
+                                           verdict.message, now)
+            else:
+                conditions = set_condition(conditions, "Failed", True, verdict.reason,
+                                           verdict.message, now)
+                conditions = _restarting_over(conditions, "JobSetFailed", "jobset failed", now)
+        elif is_true(conditions, "Restarting") and all(
+                j["ready"] + j["succeeded"] >= kinds.job_count(_rjob(job, j["name"]))
+                for j in jobs):
+            conditions = _restarting_over(conditions, "JobsReady", "all jobs are ready", now)
+        if not failed and not mode.stop and self._completed(job, types, result):
             conditions = set_condition(conditions, "Completed", True, "AllJobsCompleted",
                                        "jobset completed successfully", now)
+            conditions = _restarting_over(conditions, "JobSetCompleted",
+                                          "jobset completed successfully", now)
         start = old.get("startTime")
         if mode.stop:
             start = None
         elif start is None or is_true(old.get("conditions") or [], "Suspended"):
             start = now  # Trainer counts a deadline from the (last) resume
         status: Body = {"conditions": conditions, "replicatedJobsStatus": jobs,
-                        "restarts": int(old.get("restarts", 0)),
-                        "podRestarts": self.restarts_so_far(old) + len(result.restarted),
+                        "restarts": restarts,
+                        "podRestarts": 0 if restarts > int(old.get("restarts", 0))
+                        else self.restarts_so_far(old) + len(result.restarted),
                         "startTime": start}
+        if counted:
+            status["restartsCountTowardsMax"] = counted
         if is_true(conditions, "Failed"):
             status["terminalState"] = "Failed"
         elif is_true(conditions, "Completed"):
@@ -328,6 +370,77 @@ class JobSetKind(JobKind):
         return {**status, "conditions": set_condition(status.get("conditions") or [],
                                                       "Failed", True, reason, text, now),
                 "terminalState": "Failed"}
+
+
+BACKOFF_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+
+
+@dataclass(frozen=True)
+class FailureVerdict:
+    """What a Job's failure does to its JobSet: restart it (``counted``: towards
+    ``maxRestarts``) or fail it, with the condition's reason and message."""
+
+    restart: bool
+    reason: str
+    message: str
+    counted: int = 0
+
+
+def judge_failure(policy: Mapping[str, Any] | None, failed: Sequence[tuple[str, str]],
+                  counted: int, *, split: bool = False) -> FailureVerdict:
+    """JobSet v0.12's failure policy over the failed Jobs (``(replicated job, Job name)``,
+    in order; each failed past its backoff limit), ``counted`` restarts towards the max so
+    far."""
+    first = failed[0][1]
+
+    def said(text: str, job: str = first) -> str:
+        return f"{text} (first failed job: {job})"
+
+    if policy is None:
+        return FailureVerdict(False, "FailedJobs",
+                              said("jobset failed due to one or more job failures"))
+    reason, message = BACKOFF_EXCEEDED
+    rule = next((rule for rule in policy.get("rules") or [] if (
+        not rule.get("onJobFailureReasons") or reason in rule["onJobFailureReasons"]) and (
+        not rule.get("onJobFailureMessagePatterns") or any(
+            _matches(p, message) for p in rule["onJobFailureMessagePatterns"]))
+        and any(not rule.get("targetReplicatedJobs") or rjob in rule["targetReplicatedJobs"]
+                for rjob, _ in failed)), None)
+    action = Action(rule["action"]) if rule else Action.RESTART_JOBSET
+    job = first if rule is None or not rule.get("targetReplicatedJobs") else next(
+        name for rjob, name in failed if rjob in rule["targetReplicatedJobs"])
+    if action is Action.FAIL_JOBSET:
+        return FailureVerdict(False, "FailJobSetFailurePolicyAction",
+                              said("applying FailJobSet failure policy action", job))
+    if action in (Action.RESTART_JOB, Action.RESTART_JOB_AND_IGNORE_MAX_RESTARTS):
+        return FailureVerdict(False, "FailedJobs", said(
+            f"jobset failed due to one or more job failures: {action} needs JobSet's "
+            "RestartJob feature gate, which fleet does not carry", job))
+    if split:
+        return FailureVerdict(False, "FailedJobs", said(
+            "jobset failed due to one or more job failures: a JobSet split across members "
+            "is not restarted", job))
+    if action is Action.RESTART_JOBSET and counted >= int(policy.get("maxRestarts") or 0):
+        return FailureVerdict(False, "ReachedMaxRestarts",
+                              said("jobset failed due to reaching max number of restarts", job))
+    return FailureVerdict(True, f"FailurePolicy_{rule['name']}" if rule
+                          else "DefaultFailurePolicy",
+                          said(f"applying {action} failure policy action", job),
+                          counted=int(action is Action.RESTART_JOBSET))
+
+
+def _restarting_over(conditions: list[Body], reason: str, message: str, now: str
+                     ) -> list[Body]:
+    """``Restarting`` False saying why, as JobSet sets it when a restart is over, the JobSet
+    ends or is suspended (never added only to say so)."""
+    return set_condition(conditions, "Restarting", False, reason, message, now)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:  # (JobSet logs and skips a pattern that does not compile)
+        return False
 
 
 def _reached(rtype: core.ReplicaType, pods: Sequence[core.ObservedPod], status: str) -> bool:

@@ -25,10 +25,12 @@ CLUSTERSET_DOMAIN = "clusterset.local"
 @dataclass(frozen=True)
 class RunMode:
     """``stop``: why no pods run ("" when they do: "Suspended", "Paused"); ``variant``: how
-    new pods are made ("", "debug", "resume")."""
+    new pods are made ("", "debug", "resume"); ``attempt``: the whole job's current attempt
+    ("" the first; pods of another are stale)."""
 
     stop: str = ""
     variant: str = ""
+    attempt: str = ""
 
 
 @dataclass(frozen=True)

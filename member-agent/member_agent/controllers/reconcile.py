@@ -121,7 +121,7 @@ def _decide(kind: JobKind, job: Mapping[str, Any], pods: Sequence[core.ObservedP
             job["metadata"]["name"], types, pods,
             restarts_so_far=kind.restarts_so_far(old), backoff_limit=kind.backoff_limit(job),
             stop=stop, evict=bool(mode.stop) and not finished,
-            hold=not observed.gang_admitted, variant=mode.variant,
+            hold=not observed.gang_admitted, variant=mode.variant, attempt=mode.attempt,
             retryable_codes=kind.retryable_codes, decisive=frozenset({leader}),
             held=kind.held_types(job, types, pods),
         )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_VARIANT
+from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -253,6 +253,7 @@ def observe(pod: Mapping[str, Any], kind: JobKind) -> core.ObservedPod:
         exit_code=exit_code, deleting=bool(meta.get("deletionTimestamp")), ready=ready,
         uid=meta.get("uid", ""), containers=tuple(containers),
         variant=(meta.get("annotations") or {}).get(RUN_VARIANT, ""),
+        attempt=(meta.get("annotations") or {}).get(RUN_ATTEMPT, ""),
     )
 
 
