@@ -227,6 +227,7 @@ class Ledger:
     size: dict[str, int] = field(default_factory=dict)
     created: dict[str, float] = field(default_factory=dict)
     create_seconds: list[float] = field(default_factory=list)  # each create request's
+    first_seen: dict[str, float] = field(default_factory=dict)  # by the bench's own watch
     first_bound: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     held: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -247,6 +248,7 @@ class Ledger:
                    for c in (body.get("status") or {}).get("conditions") or [])
         version = int(meta.get("resourceVersion") or 0)
         with self.lock:
+            self.first_seen.setdefault(key, now)
             self.moves.append((version, key, BOUND if placed else UNBOUND))
             if done:
                 self.moves.append((version, key, DONE))
@@ -368,38 +370,53 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
             stop.set()
             for creator in creators:
                 creator.result()
-        spent = {k: v - cpu_before.get(k, 0.0)
-                 for k, v in {**cpu_seconds(fleet), LOAD: load_cpu()}.items()}
-        cpu = spent.get("hub", 0.0)
-        say("fleet: CPU seconds during the run: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])))
-        say("fleet: a job's way from bound to finished (never evicted), mean seconds: "
-            + ", ".join(f"{k} {v:.2f}" for k, v in segments(ledger, sim.trace).items()))
-        took = sorted(ledger.create_seconds) or [0.0]
-        say(f"fleet: a create request took {sum(took) / len(took):.3f} s on average, p99 "
-            f"{took[int(len(took) * 0.99)]:.3f} s (the hub's admission webhook included)")
-        for name, (seconds, calls) in webhook_seconds(hub).items():
-            before_seconds, before_calls = webhooks_before.get(name, (0.0, 0.0))
-            if calls > before_calls:
-                say(f"fleet: webhook {name}: {calls - before_calls:.0f} calls, "
-                    f"{(seconds - before_seconds) / (calls - before_calls):.3f} s each")
-        spent_stages = stages.scrape([fleet.metrics_url("hub")])
-        say("fleet: the hub's steps, p50 / p99 seconds: " + ", ".join(
-            f"{stage} {stages.quantile(0.5, spent_stages[stage]):.2f} / "
-            f"{stages.quantile(0.99, spent_stages[stage]):.2f}"
-            for stage in stages.HUB_STAGES if stage in spent_stages))
-        total, shown = per_job_writes(writes_before, writes(hub), config.jobs)
-        say(f"fleet: {total:.1f} API writes per job, every client's (the jobs' creation "
-            f"included): {shown}")
-        _, agents = per_job_writes({}, {k: float(v) for k, v in sim.hub.writes.items()},
-                                   config.jobs)
-        say(f"fleet: of which the simulated agents': {agents}")
+        cpu = say_where_it_went(fleet, hub, sim, ledger, config, cpu_before, writes_before,
+                                webhooks_before)
         return outcome(ledger, config, started, cpu)
     finally:
         stop.set()
         if sim is not None:
             sim.close()
         fleet.down()
+
+
+def say_where_it_went(fleet: LocalFleet, hub: Kube, sim: Fleet, ledger: Ledger, config: Config,
+                      cpu_before: dict[str, float], writes_before: dict[str, float],
+                      webhooks_before: dict[str, tuple[float, float]]) -> float:
+    """Where the run's time and work went: every process's CPU, a job's way once bound, the
+    create requests and the admission webhook, the hub's steps, the API writes per job (the
+    simulated agents' apart). Returns the hub's CPU seconds."""
+    spent = {k: v - cpu_before.get(k, 0.0)
+             for k, v in {**cpu_seconds(fleet), LOAD: load_cpu()}.items()}
+    say("fleet: CPU seconds during the run: " + ", ".join(
+        f"{k} {v:.1f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])))
+    say("fleet: a job's way from bound to finished (never evicted), mean seconds: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in segments(ledger, sim.trace).items()))
+    took = sorted(ledger.create_seconds) or [0.0]
+    say(f"fleet: a create request took {sum(took) / len(took):.3f} s on average, p99 "
+        f"{took[int(len(took) * 0.99)]:.3f} s (the hub's admission webhook included)")
+    with ledger.lock:
+        lag = sorted(ledger.first_seen[k] - ledger.created[k]
+                     for k in ledger.first_seen if k in ledger.created) or [0.0]
+    say(f"fleet: created -> seen by the bench's own watch: p50 {lag[len(lag) // 2]:.3f} s, "
+        f"p99 {lag[int(len(lag) * 0.99)]:.3f} s")
+    for name, (seconds, calls) in webhook_seconds(hub).items():
+        before_seconds, before_calls = webhooks_before.get(name, (0.0, 0.0))
+        if calls > before_calls:
+            say(f"fleet: webhook {name}: {calls - before_calls:.0f} calls, "
+                f"{(seconds - before_seconds) / (calls - before_calls):.3f} s each")
+    spent_stages = stages.scrape([fleet.metrics_url("hub")])
+    say("fleet: the hub's steps, p50 / p99 seconds: " + ", ".join(
+        f"{stage} {stages.quantile(0.5, spent_stages[stage]):.2f} / "
+        f"{stages.quantile(0.99, spent_stages[stage]):.2f}"
+        for stage in stages.HUB_STAGES if stage in spent_stages))
+    total, shown = per_job_writes(writes_before, writes(hub), config.jobs)
+    say(f"fleet: {total:.1f} API writes per job, every client's (the jobs' creation "
+        f"included): {shown}")
+    _, agents = per_job_writes({}, {k: float(v) for k, v in sim.hub.writes.items()},
+                               config.jobs)
+    say(f"fleet: of which the simulated agents': {agents}")
+    return spent.get("hub", 0.0)
 
 
 LOAD = "load generator (creators, simulated members, watch)"
