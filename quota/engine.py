@@ -29,11 +29,12 @@ does no I/O; equal inputs give equal decisions.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from quota.amounts import MAX_JOBS, Amounts, add
+from quota.amounts import MAX_JOBS, Amounts, add, shown
 from quota.ledger import (
     Holding,
     Job,
@@ -64,8 +65,9 @@ class Blocker:
     limit: int
 
     def __str__(self) -> str:
-        return (f"quota {self.node}: {self.resource} used {self.used} + requested "
-                f"{self.request} > max {self.limit}")
+        show = functools.partial(shown, self.resource)
+        return (f"quota {self.node}: {self.resource} used {show(self.used)} + requested "
+                f"{show(self.request)} > max {show(self.limit)}")
 
 
 @dataclass(frozen=True)

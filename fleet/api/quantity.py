@@ -19,6 +19,7 @@ import re
 from decimal import Decimal, DecimalException
 
 from fleet.api.limits import MAX_QUANTITY, MAX_QUANTITY_TEXT
+from quota.amounts import shown
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -91,10 +92,4 @@ def canonical(resource: str, value: str | int | float) -> int:
 
 def format_canonical(resource: str, amount: int) -> str:
     """The reverse of :func:`canonical`, for display: cpu as cores or millicores."""
-    if resource == CPU:
-        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
-    if resource == MEMORY:
-        for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount and amount % size == 0:
-                return f"{amount // size}{suffix}"
-    return str(amount)
+    return shown(resource, amount)

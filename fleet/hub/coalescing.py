@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 
 EXACT_POSITIONS = 1  # a queue's head: shown exactly, message and all
-_DIGITS = re.compile(r"\d+")
+_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[KMGTPE]i|m)?")  # a number, with a quantity's unit
 
 
 def _kind(message: object) -> str:

@@ -63,3 +63,11 @@ def test_a_job_in_no_queue_is_rewritten_only_when_its_message_changes_in_kind() 
                            shown(message="member1: short of nvidia.com/gpu 6 in total"))
     assert needs_write(shown(message="member1: short of nvidia.com/gpu 4 in total"),
                        shown(message="no eligible cluster"))
+
+
+def test_amounts_in_their_units_are_numbers_too() -> None:
+    at = {"reason": "Unschedulable", "name": "q", "position": 5}
+    shown = {**at, "message": "quota root: cpu used 1500m + requested 2 > max 4"}
+    assert not needs_write(shown, {**at, "message": "quota root: cpu used 3 + requested 2 > max 4"})
+    assert not needs_write(shown, {**at, "message": "quota root: cpu used 1.5 + requested 2Gi > "
+                                                    "max 4"})

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.amounts import MAX_JOBS
-from quota.engine import AdmissionPass, Holding, Job, QueuePolicy
+from quota.engine import AdmissionPass, Blocker, Holding, Job, QueuePolicy
 from quota.queues import queue_names
 from quota.tree import QuotaNode, walk
 from quota.validation import validate_tree
@@ -372,3 +372,10 @@ def test_a_waiting_job_keeps_its_cohorts_quota_from_lower_priority_borrowers() -
                               "which waits for it")
     assert admission.check(within).fits
     assert admission.check(urgent).fits
+
+
+def test_a_blocker_says_its_amounts_as_a_person_reads_them() -> None:
+    assert str(Blocker("root/a", "cpu", 1500, 20_000, 21_000)) == \
+        "quota root/a: cpu used 1500m + requested 20 > max 21"
+    assert str(Blocker("root/a", "memory", 2**31, 2**30, 3 * 2**30 - 1)) == \
+        f"quota root/a: memory used 2Gi + requested 1Gi > max {3 * 2**30 - 1}"
