@@ -126,6 +126,10 @@ ACTIVE_DEADLINE = f"{GROUP}/active-deadline-seconds"
 # A kind whose spec cannot say a share's size (a JobSet's Jobs keep the whole gang's shape, for
 # names and ranks): the pods per role of this share.
 SHARE_REPLICAS = f"{GROUP}/share-replicas"
+# On a split JobSet's member copy: its replicated jobs that reached Ready or Complete over every
+# share, as the hub reads the shares' reports (JSON {name: "Ready"|"Complete"}): what a
+# replicated job that depends on one waits for, as no agent sees the other members' pods.
+PEERS_REACHED = f"{GROUP}/peers-reached"
 
 # -- labels on other objects -----------------------------------------------------------------
 CLUSTER_LABEL = f"{GROUP}/cluster"  # a member's namespace, MemberCluster and heartbeat Lease

@@ -10,12 +10,18 @@ scheduler. It writes nothing either: it returns :mod:`fleet.hub.hub_writes` for 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleet.api.protocol import MEMBER_WAITING, REPLICA_FAILURE, reported_job_status
+from fleet.api.protocol import (
+    MEMBER_WAITING,
+    PEERS_REACHED,
+    REPLICA_FAILURE,
+    reported_job_status,
+)
 from fleet.hub import elastic as el
 from fleet.hub import member_failures as mf
 from fleet.hub import queueing as q
@@ -24,6 +30,7 @@ from fleet.hub import works as w
 from fleet.hub.cache import Body
 from fleet.hub.hub_writes import DeleteWork, HubWrite, ResizeWork, RewriteWork, Say, WriteStatus
 from fleet.hub.views import parse_time
+from fleet.kinds import jobset as jobsets
 from fleet.kinds.base import InvalidJob, KindAdapter
 
 _VOLATILE = {"lastReconcileTime"}
@@ -44,6 +51,8 @@ def mirror(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp: str,
     """What one bound job's mirror writes."""
     placement = w.decode_placement(job)
     writes = spec_changes(job, adapter, placement, works)
+    if not writes:
+        writes = peer_progress(works)
     status = status_writes(job, adapter, works, stamp, now)
     if status is None:
         return Mirrored(writes, False)
@@ -88,6 +97,29 @@ def spec_changes(job: Body, adapter: KindAdapter, placement: list[dict[str, Any]
             out.append(RewriteWork(work, w.member_manifest(job, adapter, placed_share,
                                                            placement, work["metadata"]["name"]),
                                    generation))
+    return out
+
+
+def peer_progress(works: Sequence[Body]) -> list[HubWrite]:
+    """A split JobSet's Works carry how far each replicated job got over every share
+    (``PEERS_REACHED`` on the member copy), so that one depending on it waits for the pods
+    no agent of its own sees. Written when that changes (twice per replicated job at most)."""
+    live = [wk for wk in works if not wk["metadata"].get("deletionTimestamp")]
+    if not live or live[0]["spec"]["manifests"][0].get("kind") != "JobSet":
+        return []
+    reached = jobsets.reached_across(live)
+    if reached is None:
+        return []
+    text = json.dumps(reached, sort_keys=True, separators=(",", ":"))
+    out: list[HubWrite] = []
+    for work in live:
+        manifest = work["spec"]["manifests"][0]
+        annotations = manifest["metadata"].get("annotations") or {}
+        if annotations.get(PEERS_REACHED, "{}") != text:
+            marked = {**manifest, "metadata": {**manifest["metadata"], "annotations": {
+                **annotations, PEERS_REACHED: text}}}
+            out.append(RewriteWork(work, marked, str(
+                (work["metadata"].get("annotations") or {}).get(w.JOB_GENERATION, ""))))
     return out
 
 

@@ -46,6 +46,42 @@ def is_split(body: Mapping[str, Any]) -> bool:
     return share is not None and dict(share) != pods_per_role(body)
 
 
+def reached_across(works: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+    """Each replicated job's progress over every share of a JobSet split across members
+    (the Works' reports): ``Complete`` when every share holding its pods reports all its Jobs
+    of it succeeded, ``Ready`` when ready or succeeded. None when nothing waits on it: not
+    split, or no replicated job depends on another."""
+    if len(works) < 2:
+        return None
+    body = works[0]["spec"]["manifests"][0]
+    if not _waits(body):
+        return None
+    out: dict[str, str] = {}
+    for rjob in replicated_jobs(body):
+        name, width = str(rjob["name"]), parallelism(rjob)
+        shares = [(work, (protocol.share_replicas(work["spec"]["manifests"][0]["metadata"])
+                          or {}).get(name, 0)) for work in works]
+        held = [(work, count) for work, count in shares if count]
+        ready = complete = bool(held)
+        for work, count in held:
+            offset = int((work["spec"]["placement"].get("offsets") or {}).get(name, 0))
+            jobs = len({i // width for i in range(offset, offset + count)})
+            entries = job_status_of(work).get("replicatedJobsStatus") or []
+            entry: Mapping[str, Any] = next((e for e in entries if e.get("name") == name), {})
+            done = int(entry.get("succeeded") or 0)
+            ready = ready and done + int(entry.get("ready") or 0) >= jobs
+            complete = complete and done >= jobs
+        if complete or ready:
+            out[name] = "Complete" if complete else "Ready"
+    return out
+
+
+def _waits(body: Mapping[str, Any]) -> bool:
+    spec = body.get("spec") or {}
+    return (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder" or any(
+        rjob.get("dependsOn") for rjob in replicated_jobs(body))
+
+
 def replicated_jobs(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     jobs: list[Mapping[str, Any]] = (body.get("spec") or {}).get("replicatedJobs") or []
     return jobs

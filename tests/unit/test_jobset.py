@@ -12,8 +12,10 @@ from pydantic import ValidationError
 
 from fleet.api import protocol
 from fleet.api.jobset import JobSet
+from fleet.hub.hub_writes import RewriteWork
+from fleet.hub.status_mirror import peer_progress
 from fleet.kinds import adapter_for, managed_elsewhere
-from fleet.kinds.jobset import JOBSET, completed_across
+from fleet.kinds.jobset import JOBSET, completed_across, reached_across
 from member_agent.controllers.core import ContainerState, ObservedPod
 from member_agent.controllers.jobset import JOBSET as KIND
 from member_agent.controllers.jobset import judge_failure
@@ -220,6 +222,64 @@ def test_a_split_share_runs_only_its_pods_and_the_hub_judges_success_over_shares
 
     assert not completed_across(body, [work("a", True), work("b", False)])
     assert completed_across(body, [work("a", True), work("b", True)])
+
+
+def split_works(body: Body, shares: dict[str, dict[str, int]],
+                reported: dict[str, list[Body]]) -> list[Body]:
+    """The Works of ``body`` split as ``shares`` (cluster -> pods per replicated job, in
+    order), each reporting ``reported`` [cluster] as its replicated jobs' counts."""
+    out, offsets = [], dict.fromkeys(pods_per_role_of(body), 0)
+    for cluster, share in shares.items():
+        manifest = JOBSET.with_replicas(body, share)
+        out.append({"metadata": {"name": f"w-{cluster}", "annotations": {
+            "fleet.sh/job-generation": "1"}},
+                    "spec": {"placement": {"cluster": cluster, "replicas": share,
+                                           "offsets": dict(offsets)},
+                             "manifests": [manifest]},
+                    "status": {"jobStatus": {"replicatedJobsStatus": reported[cluster]}}})
+        for name, count in share.items():
+            offsets[name] += count
+    return out
+
+
+def pods_per_role_of(body: Body) -> dict[str, int]:
+    return {j["name"]: j["replicas"] * j["template"]["spec"]["parallelism"]
+            for j in body["spec"]["replicatedJobs"]}
+
+
+def test_a_split_jobsets_dependency_is_judged_over_every_share_by_the_hub() -> None:
+    body = jobset(rjob("node", replicas=2), rjob("launcher",
+                                                 dependsOn=[{"name": "node", "status": "Ready"}]))
+    shares = {"a": {"node": 1, "launcher": 1}, "b": {"node": 1}}
+    one_ready = {"a": [{"name": "node", "ready": 1}], "b": [{"name": "node", "ready": 0}]}
+    assert reached_across(split_works(body, shares, one_ready)) == {}
+    works = split_works(body, shares, {**one_ready, "b": [{"name": "node", "ready": 1}]})
+    assert reached_across(works) == {"node": "Ready"}
+    writes = peer_progress(works)
+    assert [type(w) for w in writes] == [RewriteWork, RewriteWork]
+    marked = writes[0].manifest  # type: ignore[attr-defined]
+    assert json.loads(marked["metadata"]["annotations"][protocol.PEERS_REACHED]) == {
+        "node": "Ready"}
+    # told once: a Work that carries it is not rewritten again
+    works[0]["spec"]["manifests"][0] = marked
+    assert len(peer_progress(works)) == 1
+    # the member's share: its launcher waits for the hub's word, not for its own node pod
+    share = {**marked, "metadata": {**marked["metadata"], "annotations": {
+        **marked["metadata"]["annotations"], protocol.PEERS_REACHED: "{}"}}}
+    share["metadata"]["annotations"][protocol.OFFSETS] = json.dumps({"node": 0, "launcher": 0})
+    decision, _ = run(KIND, share, [pod(share, "node", 0, ready=True)])
+    assert created(decision) == []
+    decision, _ = run(KIND, marked, [pod(marked, "node", 0, ready=True)])
+    assert created(decision) == ["js-launcher-0-0"]
+
+
+def test_an_unsplit_or_independent_jobset_carries_no_word_of_its_peers() -> None:
+    body = jobset(rjob("node", replicas=2))
+    shares = {"a": {"node": 1}, "b": {"node": 1}}
+    works = split_works(body, shares, {"a": [], "b": []})
+    assert reached_across(works) is None
+    assert peer_progress(works) == []
+    assert reached_across(works[:1]) is None
 
 
 def test_the_agent_runs_jobsets() -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -236,9 +237,14 @@ class JobSetKind(JobKind):
     def held_types(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
                    pods: Sequence[core.ObservedPod]) -> frozenset[str]:
         """Replicated jobs waiting for the ones they depend on (``dependsOn``, or the one
-        before under ``startupPolicy: InOrder``, which waits for Ready). A dependency with
-        no pods on this member is not waited for (see the kind's docs)."""
+        before under ``startupPolicy: InOrder``, which waits for Ready): judged by this
+        member's pods, or, split across members, by the hub's word over every share
+        (``PEERS_REACHED``)."""
         spec = job.get("spec") or {}
+        peers: dict[str, str] | None = None
+        if kinds.is_split(job):
+            peers = json.loads((job["metadata"].get("annotations") or {}).get(
+                protocol.PEERS_REACHED) or "{}")
         in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
         local = {t.name: t for t in types}
         held: set[str] = set()
@@ -248,7 +254,11 @@ class JobSetKind(JobKind):
             if in_order and position:
                 needs.append((names[position - 1], "Ready"))
             for name, status in needs:
-                if name in held or (name in local and not _reached(local[name], pods, status)):
+                if peers is not None:
+                    met = peers.get(name) == "Complete" or peers.get(name) == status
+                else:
+                    met = name not in local or _reached(local[name], pods, status)
+                if name in held or not met:
                     held.add(str(rjob["name"]))
         return frozenset(held)
 
