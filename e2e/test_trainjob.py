@@ -5,10 +5,12 @@ SDK (0.5.0, from PyPI, unchanged) driving them against the hub."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -169,6 +171,68 @@ def test_an_mpi_trainjob_has_its_hostfile_and_keys_and_a_launcher_after_its_node
     assert launcher["metadata"]["creationTimestamp"] >= ready
     done = until(hub, job, "Complete")
     assert {s["name"]: s["succeeded"] for s in done["status"]["jobsStatus"]}["launcher"] == 1
+
+
+def test_a_split_mpi_trainjobs_launcher_waits_for_the_nodes_of_every_member(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    """Five node pods of 8 GPUs are more than a member holds: split, the launcher's member
+    sees only its own node pods. A member ResourceQuota holds back the GPU pods of the other
+    member: the launcher waits for the hub's word that the node pods of every member are
+    Ready (fleet.sh/peers-reached on its copy), not only for its own."""
+    until(hub, jobs["torch-split"], "Complete")  # its 40 GPUs free, its pods made
+    runtime = runtimes.deepspeed_distributed()  # its node pods on 8 GPUs each
+    runtime["kind"], runtime["metadata"] = "TrainingRuntime", {"name": "mpi-gpus",
+                                                               "namespace": NS}
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    node["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {GPU: 8}}
+    hub.apply(r.TRAININGRUNTIMES, runtime, field_manager="test")
+    members = ("member1", "member2")
+    for cluster in members:  # no GPU pod starts on either member yet
+        kube = fleet.client(cluster)
+        kube.apply(r.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": NS}}, field_manager="test")
+        kube.apply(r.RESOURCEQUOTAS, {
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "no-gpus", "namespace": NS},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}, field_manager="test")
+    body = trainjob("mpi-split", "mpi-gpus", numNodes=6, command=["mpirun", "train.py"],
+                    patches=[sim("launcher", "4s"), sim("node", "1h")])
+    body["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    job = hub.create(r.TRAINJOBS, body)
+    try:
+        placement = eventually(lambda: (hub_job(hub, job)["metadata"].get(
+            "annotations") or {}).get("fleet.sh/placement"), timeout=120,
+            what="mpi-split placed")
+        shares = {s["cluster"]: s["replicas"] for s in json.loads(placement)}
+        assert sorted(shares) == list(members)
+        first = next(c for c, replicas in shares.items() if replicas.get("launcher"))
+        other = next(c for c in members if c != first)
+        fleet.client(first).delete(r.RESOURCEQUOTAS, "no-gpus", NS)
+        local = shares[first].get("node", 0)
+        eventually(lambda: len([p for n, p in pods_of(fleet.client(first), "mpi-split").items()
+                                if "-node-" in n and p["status"].get("phase") == "Running"])
+                   == local or None, timeout=120, what="the launcher member's node pods")
+        time.sleep(8)  # its own nodes Ready: a launcher judged by them alone would start now
+        assert "mpi-split-launcher-0-0" not in pods_of(fleet.client(first), "mpi-split")
+        fleet.client(other).delete(r.RESOURCEQUOTAS, "no-gpus", NS)
+        launcher = eventually(lambda: pods_of(fleet.client(first), "mpi-split").get(
+            "mpi-split-launcher-0-0"), timeout=120, what="mpi-split's launcher")
+        copy = fleet.client(first).get(r.JOBSETS, "mpi-split", NS)
+        assert json.loads(copy["metadata"]["annotations"]["fleet.sh/peers-reached"])[
+            "node"] in ("Ready", "Complete")
+        for name, pod in pods_of(fleet.client(other), "mpi-split").items():
+            ready = next(c["lastTransitionTime"] for c in pod["status"]["conditions"]
+                         if c["type"] == "Ready")
+            assert launcher["metadata"]["creationTimestamp"] >= ready, name
+        done = until(hub, job, "Complete")
+        assert {s["name"]: s["succeeded"] for s in done["status"]["jobsStatus"]}[
+            "launcher"] == 1
+    finally:
+        for cluster in members:
+            with contextlib.suppress(errors.NotFound):
+                fleet.client(cluster).delete(r.RESOURCEQUOTAS, "no-gpus", NS)
+        hub.delete(r.TRAINJOBS, "mpi-split", NS)
 
 
 def test_a_suspended_trainjob_loses_its_pods_and_resumes(
