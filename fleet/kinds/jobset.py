@@ -31,7 +31,7 @@ def parallelism(rjob: Mapping[str, Any]) -> int:
 
 def pods_per_role(body: Mapping[str, Any]) -> dict[str, int]:
     """Every replicated job's pods in the whole JobSet."""
-    return {str(rjob["name"]): int(rjob.get("replicas", 1)) * parallelism(rjob)
+    return {str(rjob["name"]): job_count(rjob) * parallelism(rjob)
             for rjob in replicated_jobs(body)}
 
 
@@ -109,7 +109,7 @@ class JobSetAdapter(KindAdapter):
             name = str(rjob["name"])
             job_spec = (rjob.get("template") or {}).get("spec") or {}
             count = share.get(name, 0) if share is not None else \
-                int(rjob.get("replicas", 1)) * parallelism(rjob)
+                job_count(rjob) * parallelism(rjob)
             if count:
                 out.append((name, {"replicas": count, "template": job_spec.get("template") or {},
                                    "restartPolicy": _restart_policy(job_spec)}))
@@ -228,7 +228,7 @@ def merge_jobset_status(body: Mapping[str, Any], works: Sequence[Mapping[str, An
                  if c.get("type") == "Completed"), now)}
     out["conditions"] = sorted(conditions.values(),
                                key=lambda c: str(c.get("lastTransitionTime") or ""))
-    whole = {str(j["name"]): int(j.get("replicas", 1)) for j in replicated_jobs(body)}
+    whole = {str(j["name"]): job_count(j) for j in replicated_jobs(body)}
     counts: dict[str, dict[str, int]] = {}
     for work in reported:
         for entry in job_status_of(work).get("replicatedJobsStatus") or []:

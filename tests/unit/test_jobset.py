@@ -15,7 +15,7 @@ from fleet.api.jobset import JobSet
 from fleet.hub.hub_writes import RewriteWork
 from fleet.hub.status_mirror import peer_progress
 from fleet.kinds import adapter_for, managed_elsewhere
-from fleet.kinds.jobset import JOBSET, completed_across, reached_across
+from fleet.kinds.jobset import JOBSET, completed_across, pods_per_role, reached_across
 from member_agent.controllers.core import ContainerState, ObservedPod
 from member_agent.controllers.jobset import JOBSET as KIND
 from member_agent.controllers.jobset import judge_failure
@@ -228,7 +228,7 @@ def split_works(body: Body, shares: dict[str, dict[str, int]],
                 reported: dict[str, list[Body]]) -> list[Body]:
     """The Works of ``body`` split as ``shares`` (cluster -> pods per replicated job, in
     order), each reporting ``reported`` [cluster] as its replicated jobs' counts."""
-    out, offsets = [], dict.fromkeys(pods_per_role_of(body), 0)
+    out, offsets = [], dict.fromkeys(pods_per_role(body), 0)
     for cluster, share in shares.items():
         manifest = JOBSET.with_replicas(body, share)
         out.append({"metadata": {"name": f"w-{cluster}", "annotations": {
@@ -240,11 +240,6 @@ def split_works(body: Body, shares: dict[str, dict[str, int]],
         for name, count in share.items():
             offsets[name] += count
     return out
-
-
-def pods_per_role_of(body: Body) -> dict[str, int]:
-    return {j["name"]: j["replicas"] * j["template"]["spec"]["parallelism"]
-            for j in body["spec"]["replicatedJobs"]}
 
 
 def test_a_split_jobsets_dependency_is_judged_over_every_share_by_the_hub() -> None:

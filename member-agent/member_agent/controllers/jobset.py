@@ -148,12 +148,12 @@ class JobSetKind(JobKind):
         rjob = _rjob(job, rtype)
         job_index, completion = self.place(job, rtype, index)
         name = job_name(meta["name"], rtype, job_index)
-        before = sum(int(j.get("replicas", 1)) for j in _rjobs(job)[
+        before = sum(kinds.job_count(j) for j in _rjobs(job)[
             :[j["name"] for j in _rjobs(job)].index(rtype)])
         marks = {
             JOBSET_NAME: label_value(meta["name"]), JOBSET_UID: str(meta.get("uid", "")),
             RJOB_NAME: rtype, RJOB_REPLICAS: str(rjob.get("replicas", 1)),
-            GLOBAL_REPLICAS: str(sum(int(j.get("replicas", 1)) for j in _rjobs(job))),
+            GLOBAL_REPLICAS: str(sum(kinds.job_count(j) for j in _rjobs(job))),
             JOB_INDEX: str(job_index), JOB_GLOBAL_INDEX: str(before + job_index),
             JOB_KEY: hashlib.sha1(f"{meta['namespace']}/{name}".encode()).hexdigest(),
             RESTART_ATTEMPT: str(int((job.get("status") or {}).get("restarts", 0))),
