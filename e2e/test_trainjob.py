@@ -362,7 +362,8 @@ def test_the_kubeflow_sdk_trains_on_the_hub(fleet: LocalFleet, hub: Kube,
         got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         delete_jobs(hub, SDK_NS, wait=True)
-    assert {"torch-distributed", "deepspeed-distributed"} <= set(got["runtimes"])
+    assert {"torch-distributed", "deepspeed-distributed", "jax-distributed",
+            "xgboost-distributed"} <= set(got["runtimes"])
     assert got["framework"] == "torch"
     assert got["running"]
     assert got["status"] == "Complete"

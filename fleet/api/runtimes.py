@@ -1,7 +1,9 @@
 """The ClusterTrainingRuntimes the hub ships, as Kubeflow Trainer v2.3.0 ships its defaults
 (``manifests/base/runtimes``), so that the ``kubeflow`` SDK's ``train()`` works on a fresh hub:
-``torch-distributed`` (torchrun on every node) and ``deepspeed-distributed`` (MPI: a launcher
-that runs as a node too, and sshd on the others). Written here, not copied: the same names,
+``torch-distributed`` (torchrun on every node), ``deepspeed-distributed`` (MPI: a launcher
+that runs as a node too, and sshd on the others), ``jax-distributed`` and
+``xgboost-distributed`` (a process per node, the coordinator or tracker on the first). Written
+here, not copied: the same names,
 labels, policies and shapes, fleet's own text."""
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ FRAMEWORK = "trainer.kubeflow.org/framework"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 DEEPSPEED_IMAGE = "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
+JAX_IMAGE = "nvcr.io/nvidia/jax:25.10-py3"
+XGBOOST_IMAGE = "ghcr.io/kubeflow/trainer/xgboost-runtime"
 
 
 def _runtime(name: str, framework: str, policy: Body, spec: Body) -> Body:
@@ -55,8 +59,20 @@ def deepspeed_distributed() -> Body:
                  dependsOn=[{"name": "node", "status": "Ready"}])]})
 
 
+def jax_distributed() -> Body:
+    return _runtime("jax-distributed", "jax", {"numNodes": 1, "jax": {}}, {
+        "replicatedJobs": [_job("node", {"name": "node", "image": JAX_IMAGE}, step="trainer")]})
+
+
+def xgboost_distributed() -> Body:
+    return _runtime("xgboost-distributed", "xgboost", {"numNodes": 1, "xgboost": {}}, {
+        "replicatedJobs": [_job("node", {"name": "node", "image": XGBOOST_IMAGE},
+                                step="trainer")]})
+
+
 def defaults() -> list[Body]:
-    return [torch_distributed(), deepspeed_distributed()]
+    return [torch_distributed(), deepspeed_distributed(), jax_distributed(),
+            xgboost_distributed()]
 
 
 TRAINER_NAMESPACE = "kubeflow-system"

@@ -12,8 +12,11 @@ The recipe, in Trainer's plugin order (``pkg/runtime/framework/plugins``):
 3. ``trainer.resourcesPerNode`` merged over the ``node`` container's resources;
 4. the ML policy's environment on the trainer's ``node`` container: plain (``trainer.env``),
    torch (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` from the completion index,
-   ``PET_MASTER_ADDR``/``PORT`` at the first node), MPI (the SSH key Secret and hostfile
-   ConfigMap mounted, OpenMPI's variables on the launcher);
+   ``PET_MASTER_ADDR``/``PORT`` at the first node), JAX (``JAX_NUM_PROCESSES``,
+   ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS``), XGBoost (``DMLC_TRACKER_URI``/``PORT`` at
+   the first node, ``DMLC_TASK_ID``, ``DMLC_NUM_WORKER``: a worker per GPU, else per node),
+   MPI (the SSH key Secret and hostfile ConfigMap mounted, OpenMPI's variables on the
+   launcher); flux runs as plain;
 5. the trainer's ``image``, ``command`` and ``args``; the initializers' ``storageUri``, ``env``
    and secret;
 6. parallelism and completions set to each counted job's pods, ``suspend`` the TrainJob's.
@@ -45,10 +48,14 @@ PORT = 29500
 SSH_VOLUME = "mpi-ssh-auth"
 HOSTFILE_VOLUME = "mpi-hostfile"
 HOSTFILE_DIR = "/etc/mpi"
-RESERVED_ENV = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
-                "PET_MASTER_PORT", "OMPI_MCA_orte_default_hostfile",
-                "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots",
-                "OMPI_MCA_plm_rsh_args"}
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+RESERVED_ENV = {  # per ML policy, as each of Trainer's plugins validates trainer.env
+    "torch": {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+              "PET_MASTER_PORT"},
+    "mpi": {"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames",
+            "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"},
+    "xgboost": {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"},
+}
 KEYED_LISTS = {"replicatedJobs", "containers", "initContainers", "env", "volumes",
                "volumeMounts", "ports"}  # merged item by item, by name
 
@@ -134,10 +141,12 @@ def _apply_patches(template: Body, patches: Sequence[Mapping[str, Any]]) -> Body
 
 
 def _gpus(resources: Mapping[str, Any]) -> int:
+    """A node's GPUs as Trainer counts them: the first resource named like a GPU, its request
+    if not zero, else its limit."""
     for part in ("requests", "limits"):
         for name, value in (resources.get(part) or {}).items():
-            if "gpu" in name:
-                return math.ceil(canonical(name, value) / 1000)
+            if "gpu" in name.lower() and canonical(name, value) > 0:
+                return canonical(name, value)  # whole devices: only cpu counts in millis
     return 0
 
 
@@ -184,24 +193,26 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
     trainer = spec.get("trainer")
     rjobs: list[Body] = template["spec"]["replicatedJobs"]
     trainer_job = next((j for j in rjobs if _ancestor(j) == TRAINER_STEP), None)
-    for env in (trainer or {}).get("env") or []:
-        if env.get("name") in RESERVED_ENV:
-            raise InvalidJob(f"spec.trainer.env[name={env.get('name')}]: set by the runtime's "
-                             "ML policy; it may not be given")
+    _refuse_reserved(policy, trainer)
     counts = _counts(policy, trainer, rjobs, trainer_job)
+    subdomain = str((template["spec"].get("network") or {}).get("subdomain") or name)
     if trainer_job is not None:
         node = _container(trainer_job, NODE)
         if node is None:
             raise InvalidJob(f"spec.runtimeRef: the runtime's trainer job "
                              f"({trainer_job.get('name')}) has no container named {NODE}")
+        runtime_node = copy.deepcopy(node)  # before the TrainJob's resources
         _trainer(node, trainer)
-    subdomain = str((template["spec"].get("network") or {}).get("subdomain") or name)
+        nodes = counts.get(str(trainer_job["name"]), 1)  # MPI counts its workers' job instead
+        if trainer is not None:
+            if "torch" in policy:
+                _torch(node, trainer, nodes, name, trainer_job, subdomain)
+            elif "jax" in policy:
+                _jax(node, nodes, name)
+            elif "xgboost" in policy:
+                _xgboost(node, trainer, nodes, name, runtime_node)
     if "mpi" in policy:
         _mpi(policy["mpi"], trainer, rjobs, counts, name, subdomain)
-    elif "torch" in policy and trainer is not None and trainer_job is not None:
-        node = _container(trainer_job, NODE)
-        assert node is not None
-        _torch(node, trainer, counts[str(trainer_job["name"])], name, trainer_job, subdomain)
     _initializers(spec.get("initializer") or {}, rjobs)
     for rjob in rjobs:
         job_spec = rjob["template"]["spec"]
@@ -226,6 +237,14 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
                          "labels": dict(jobset_meta.get("labels") or {}),
                          "annotations": annotations},
             "spec": jobset_spec}
+
+
+def _refuse_reserved(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None) -> None:
+    reserved = set().union(*(names for kind, names in RESERVED_ENV.items() if kind in policy))
+    for env in (trainer or {}).get("env") or []:
+        if env.get("name") in reserved:
+            raise InvalidJob(f"spec.trainer.env[name={env.get('name')}]: set by the runtime's "
+                             "ML policy; it may not be given")
 
 
 def _counts(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None,
@@ -276,10 +295,40 @@ def _torch(node: Body, trainer: Mapping[str, Any], nodes: int, name: str, traine
     _upsert_env(node, [
         {"name": "PET_NNODES", "value": str(nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": per_node},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
         {"name": "PET_MASTER_ADDR", "value": master},
         {"name": "PET_MASTER_PORT", "value": str(PORT)},
+    ])
+    node["ports"] = merge_by_name(node.get("ports") or [],
+                                  [{"name": "trainer", "containerPort": PORT}])
+
+
+def _jax(node: Body, nodes: int, name: str) -> None:
+    """JAX's plugin: a process per node, the coordinator on the first (Trainer names it by the
+    TrainJob, not the JobSet's subdomain)."""
+    _upsert_env(node, [
+        {"name": "JAX_NUM_PROCESSES", "value": str(nodes)},
+        {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-{NODE}-0-0.{name}:{PORT}"},
+    ])
+    node["ports"] = merge_by_name(node.get("ports") or [],
+                                  [{"name": "trainer", "containerPort": PORT}])
+
+
+def _xgboost(node: Body, trainer: Mapping[str, Any], nodes: int, name: str,
+             runtime_node: Mapping[str, Any]) -> None:
+    """XGBoost's plugin: the tracker on the first node, a worker per GPU of a node (the
+    TrainJob's ``resourcesPerNode`` if given, whole, else the runtime's), else one per node."""
+    resources = trainer.get("resourcesPerNode") or runtime_node.get("resources") or {}
+    try:
+        per_node = _gpus(resources) or 1
+    except QuantityError as exc:
+        raise InvalidJob(f"spec.trainer.resourcesPerNode: {exc}") from None
+    _upsert_env(node, [
+        {"name": "DMLC_TRACKER_URI", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "DMLC_TRACKER_PORT", "value": str(PORT)},
+        {"name": "DMLC_TASK_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "DMLC_NUM_WORKER", "value": str(nodes * per_node)},
     ])
     node["ports"] = merge_by_name(node.get("ports") or [],
                                   [{"name": "trainer", "containerPort": PORT}])

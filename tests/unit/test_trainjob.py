@@ -77,6 +77,60 @@ def test_gpus_per_node_leave_torchrun_to_count_them() -> None:
     assert env(node)["PET_NPROC_PER_NODE"] == "auto"
 
 
+def with_policy(policy: Body, node_resources: Body | None = None) -> Body:
+    """The shipped torch runtime with another ML policy (and the node's own resources)."""
+    made = runtime(runtimes.torch_distributed())
+    made["spec"] = {**made["spec"], "mlPolicy": {"numNodes": 1, **policy}}
+    if node_resources is not None:
+        made["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+            "template"]["spec"]["containers"][0]["resources"] = node_resources
+    return made
+
+
+def node_of(jobset: Body) -> Body:
+    node: Body = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"][0]
+    return node
+
+
+INDEX = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/"
+                                   "job-completion-index']"}}
+
+
+def test_a_jax_trainjob_gets_jaxs_process_variables() -> None:
+    node = node_of(resolve(SDK_BODY, with_policy({"jax": {}})))
+    assert env(node) == {"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": INDEX,
+                         "JAX_COORDINATOR_ADDRESS": "a4e6bba01a2e-node-0-0.a4e6bba01a2e:29500"}
+    assert {"name": "trainer", "containerPort": 29500} in node["ports"]
+
+
+def test_an_xgboost_trainjob_counts_a_worker_per_gpu_else_per_node() -> None:
+    cpu_only = node_of(resolve(SDK_BODY, with_policy({"xgboost": {}})))
+    assert env(cpu_only) == {"DMLC_TRACKER_URI": "a4e6bba01a2e-node-0-0.a4e6bba01a2e",
+                             "DMLC_TRACKER_PORT": "29500", "DMLC_TASK_ID": INDEX,
+                             "DMLC_NUM_WORKER": "2"}
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 4}}
+    assert env(node_of(resolve(job, with_policy({"xgboost": {}}))))["DMLC_NUM_WORKER"] == "8"
+    # Without the TrainJob's resources, the runtime's node counts (a zero request defers to
+    # the limit, as Trainer reads it).
+    del job["spec"]["trainer"]["resourcesPerNode"]
+    gpus = {"requests": {"nvidia.com/gpu": 0}, "limits": {"nvidia.com/gpu": 2}}
+    assert env(node_of(resolve(job, with_policy({"xgboost": {}}, gpus))))[
+        "DMLC_NUM_WORKER"] == "4"
+
+
+def test_each_policy_reserves_its_own_variables() -> None:
+    job = json.loads(json.dumps(SDK_BODY))
+    job["spec"]["trainer"]["env"] = [{"name": "DMLC_NUM_WORKER", "value": "9"}]
+    with pytest.raises(InvalidJob, match=r"spec.trainer.env\[name=DMLC_NUM_WORKER\]"):
+        resolve(job, with_policy({"xgboost": {}}))
+    assert env(node_of(resolve(job, runtime(runtimes.torch_distributed()))))[
+        "DMLC_NUM_WORKER"] == "9"  # torch's runtime leaves XGBoost's names to the user
+    job["spec"]["trainer"]["env"] = [{"name": "PET_NNODES", "value": "9"}]
+    assert env(node_of(resolve(job, with_policy({}))))["PET_NNODES"] == "9"  # plain
+
+
 def test_the_trainjobs_gang_is_its_jobsets_pods_and_its_works_carry_the_jobset() -> None:
     job = stamped(SDK_BODY, runtimes.torch_distributed())
     demand = TRAINJOB.demand("k", job)
