@@ -105,7 +105,8 @@ def with_held_each(cluster: ClusterView,
             if not candidates:  # (none of them reported: held where it fits best)
                 groups = _subtract(groups, request)
                 continue
-            best = min(candidates, key=lambda n: _held_rank(own[n], request, order[n]))
+            wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
+            best = min(candidates, key=lambda n: _held_rank(own[n], wanted, order[n]))
             left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
             # (never below zero: the rest of the planner reads free capacity as a count)
             own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
@@ -114,9 +115,11 @@ def with_held_each(cluster: ClusterView,
     return replace(cluster, node_groups=tuple(groups))
 
 
-def _held_rank(node: NodeGroup, request: Resources, index: int) -> tuple[object, ...]:
-    """Where a held request goes among its nodes: the best fit, else where most is free."""
+def _held_rank(node: NodeGroup, wanted: Sequence[tuple[str, int]],
+               index: int) -> tuple[object, ...]:
+    """Where a held request (its amounts, scarcest first) goes among its nodes: the best fit,
+    else where most is free."""
     free = dict(node.free.items_)
-    left = tuple([free.get(name, 0) - request.get(name, 0) for name in scarcity_order(request)])
+    left = tuple([free.get(name, 0) - amount for name, amount in wanted])
     fits = min(left, default=0) >= 0
     return (not fits, left if fits else tuple(-x for x in left), index)

@@ -8,6 +8,8 @@ and jobs of a policy that does not queue hold none).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,11 @@ from quota.priority import is_opportunistic
 from quota.tree import PlacedNode
 
 TERMINATED = ("Succeeded", "Failed")
+# A Work's role requests by (uid, generation): its manifest is the same until its generation
+# moves, and a busy pass read the same Works' demand hundreds of times. Bounded, oldest out.
+ROLE_REQUESTS: OrderedDict[tuple[str, int], dict[str, Resources]] = OrderedDict()
+ROLE_REQUESTS_KEPT = 20_000
+_ROLE_REQUESTS_LOCK = threading.Lock()
 
 
 def lowest_priority(classes: Mapping[str, int]) -> int:
@@ -81,11 +88,8 @@ def pods_of(works: Sequence[Mapping[str, Any]], adapter: KindAdapter) -> list[Po
     a pod whose role cannot be told is left out (never counted as freed)."""
     out = []
     for work in works:
-        manifest = work["spec"]["manifests"][0]
-        try:
-            requests = {r.name.lower(): r.request
-                        for r in adapter.demand("", manifest).roles}
-        except InvalidJob:
+        requests = _role_requests(work, adapter)
+        if requests is None:
             continue
         cluster = work["spec"]["placement"]["cluster"]
         for pod in (work.get("status") or {}).get("pods") or []:
@@ -108,6 +112,29 @@ def _index(pod: Mapping[str, Any]) -> int:
             except (TypeError, ValueError):
                 return -1
     return -1
+
+
+def _role_requests(work: Mapping[str, Any], adapter: KindAdapter
+                   ) -> dict[str, Resources] | None:
+    """Each role's request (by lower-case name) in the share a Work carries; None when its
+    manifest cannot be read."""
+    meta = work["metadata"]
+    key = (str(meta.get("uid", "")), int(meta.get("generation") or 0))
+    with _ROLE_REQUESTS_LOCK:
+        if key in ROLE_REQUESTS:
+            ROLE_REQUESTS.move_to_end(key)
+            return ROLE_REQUESTS[key]
+    manifest = work["spec"]["manifests"][0]
+    try:
+        found = {r.name.lower(): r.request for r in adapter.demand("", manifest).roles}
+    except InvalidJob:
+        return None
+    if key[0]:
+        with _ROLE_REQUESTS_LOCK:
+            ROLE_REQUESTS[key] = found
+            while len(ROLE_REQUESTS) > ROLE_REQUESTS_KEPT:
+                ROLE_REQUESTS.popitem(last=False)
+    return found
 
 
 def _request(requests: Mapping[str, Resources], role: str) -> Resources | None:
