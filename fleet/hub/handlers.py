@@ -38,6 +38,21 @@ _STOP = threading.Event()
 admission.register(CACHE)
 
 
+_ELECTION: list[LeaderElector] = []  # this process's one elector, kept across start-ups
+
+
+def elector_once(make: Callable[[], LeaderElector]) -> LeaderElector:
+    """The process's elector, made and started at the first start-up only: kopf retries a
+    start-up that failed further on (the webhook's certificate, say), and a second elector
+    would campaign for the same lease beside the first, each with its own idea of the term."""
+    if not _ELECTION:
+        elector = make()
+        threading.Thread(target=elector.run, args=(_STOP,), name="leader-election",
+                         daemon=True).start()
+        _ELECTION.append(elector)
+    return _ELECTION[0]
+
+
 @kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     watch_only(settings)
@@ -50,9 +65,8 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
-    elector = LeaderElector(kube, "fleet-system", "fleet-hub", lease_seconds=lease_seconds)
-    threading.Thread(target=elector.run, args=(_STOP,), name="leader-election",
-                     daemon=True).start()
+    elector = elector_once(lambda: LeaderElector(kube, "fleet-system", "fleet-hub",
+                                                 lease_seconds=lease_seconds))
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
     watches.start(_STOP)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
