@@ -104,7 +104,7 @@ class AssumedCapacity:
     member's unreported Works are found again only when its Works or its report changed."""
 
     def __init__(self) -> None:
-        self._requests: dict[tuple[str, int], Batches] = {}
+        self._shares: dict[tuple[str, int], list[Share]] = {}  # by Work uid, generation
         self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
         self._works: dict[str, dict[Key, Mapping[str, Any]]] = {}  # cluster -> its Works
         self._where: dict[Key, str] = {}  # Work -> its cluster
@@ -164,17 +164,20 @@ class AssumedCapacity:
                 self._unreported.pop(cluster, None)
         live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
                 for ws in self._unreported.values() for w in ws}
-        self._requests = {k: v for k, v in self._requests.items() if k in live}
+        self._shares = {k: v for k, v in self._shares.items() if k in live}
         self._dirty = set()
+
     def _share(self, work: Mapping[str, Any]) -> list[Share]:
         """A Work's share, a part per set of domains its roles keep to (one for most)."""
         meta = work["metadata"]
         key = (meta["uid"], meta.get("generation", 0))
-        if key not in self._requests:
-            self._requests[key] = share_batches(work)
-        uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key
-        nodes = tuple(str(n) for n in work["spec"]["placement"].get("nodes") or ())
-        return [(uid, domains, requests, nodes) for requests, domains in self._requests[key]]
+        known = self._shares.get(key)
+        if known is None:  # (a generation's share and nodes never change: made once)
+            uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key
+            nodes = tuple(str(n) for n in work["spec"]["placement"].get("nodes") or ())
+            known = self._shares[key] = [(uid, domains, requests, nodes)
+                                         for requests, domains in share_batches(work)]
+        return known
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
         uids = tuple(uid for uid, _, _, _ in shares)  # a Work of several parts: as many
