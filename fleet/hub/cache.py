@@ -1,4 +1,4 @@
-"""The hub's in-memory view of the objects it decides on, fed by kopf's watches.
+"""The hub's in-memory view of the objects it decides on, fed by its watches.
 
 Decisions read a consistent copy (:meth:`Cache.snapshot`), never the live dicts, so a watch
 event arriving mid-pass cannot change the inputs of a decision half-way.
