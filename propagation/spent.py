@@ -37,7 +37,7 @@ def _in_domains(group: NodeGroup, domains: Sequence[Domain]) -> bool:
 
 def _subtract(groups: list[NodeGroup], request: Resources,
               domains: Sequence[Domain] = ()) -> list[NodeGroup]:
-    wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
+    wanted = _wanted(request)
     best: tuple[tuple[int, ...], int] | None = None
     for i, group in enumerate(groups):
         if domains and not _in_domains(group, domains):
@@ -105,7 +105,7 @@ def with_held_each(cluster: ClusterView,
             if not candidates:  # (none of them reported: held where it fits best)
                 groups = _subtract(groups, request)
                 continue
-            wanted = [(name, request.get(name, 0)) for name in scarcity_order(request)]
+            wanted = _wanted(request)
             best = min(candidates, key=lambda n: _held_rank(own[n], wanted, order[n]))
             left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
             # (never below zero: the rest of the planner reads free capacity as a count)
@@ -113,6 +113,11 @@ def with_held_each(cluster: ClusterView,
     for taken in own.values():
         groups = _joined(groups, taken) or [*groups, taken]
     return replace(cluster, node_groups=tuple(groups))
+
+
+def _wanted(request: Resources) -> list[tuple[str, int]]:
+    """A request's amounts, scarcest resource first (the order fits are compared in)."""
+    return [(name, request.get(name, 0)) for name in scarcity_order(request)]
 
 
 def _held_rank(node: NodeGroup, wanted: Sequence[tuple[str, int]],

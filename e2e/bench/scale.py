@@ -36,10 +36,13 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
 TENANTS = ("tenant-a", "tenant-b", "tenant-c")
-BUCKET = re.compile(r'^fleet_scheduling_pass_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$')
+def _buckets_of(histogram: str) -> re.Pattern[str]:
+    return re.compile(rf'^{histogram}_bucket\{{le="([^"]+)"\}} ([0-9.e+]+)$')
+
+
+BUCKET = _buckets_of("fleet_scheduling_pass_seconds")
+CPU_BUCKET = _buckets_of("fleet_scheduling_pass_cpu_seconds")
 PASS_SUM = re.compile(r'^fleet_scheduling_pass_seconds_sum ([0-9.e+]+)$')
-CPU_BUCKET = re.compile(
-    r'^fleet_scheduling_pass_cpu_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$')
 PLACED = re.compile(r'^fleet_decisions_total\{result="placed"\} ([0-9.e+]+)$')
 
 

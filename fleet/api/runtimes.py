@@ -3,8 +3,7 @@
 ``torch-distributed`` (torchrun on every node), ``deepspeed-distributed`` (MPI: a launcher
 that runs as a node too, and sshd on the others), ``jax-distributed`` and
 ``xgboost-distributed`` (a process per node, the coordinator or tracker on the first). Written
-here, not copied: the same names,
-labels, policies and shapes, fleet's own text."""
+here, not copied: the same names, labels, policies and shapes, fleet's own text."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
         if node is None:
             raise InvalidJob(f"spec.runtimeRef: the runtime's trainer job "
                              f"({trainer_job.get('name')}) has no container named {NODE}")
-        runtime_node = copy.deepcopy(node)  # before the TrainJob's resources
+        runtime_resources = node.get("resources") or {}  # (_trainer replaces, never edits)
         _trainer(node, trainer)
         nodes = counts.get(str(trainer_job["name"]), 1)  # MPI counts its workers' job instead
         if trainer is not None:
@@ -210,7 +210,7 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
             elif "jax" in policy:
                 _jax(node, nodes, name)
             elif "xgboost" in policy:
-                _xgboost(node, trainer, nodes, name, runtime_node)
+                _xgboost(node, trainer, nodes, name, runtime_resources)
     if "mpi" in policy:
         _mpi(policy["mpi"], trainer, rjobs, counts, name, subdomain)
     _initializers(spec.get("initializer") or {}, rjobs)
@@ -299,6 +299,11 @@ def _torch(node: Body, trainer: Mapping[str, Any], nodes: int, name: str, traine
         {"name": "PET_MASTER_ADDR", "value": master},
         {"name": "PET_MASTER_PORT", "value": str(PORT)},
     ])
+    _trainer_port(node)
+
+
+def _trainer_port(node: Body) -> None:
+    """The port the policies' first node listens on (Trainer's ``ContainerTrainerPort``)."""
     node["ports"] = merge_by_name(node.get("ports") or [],
                                   [{"name": "trainer", "containerPort": PORT}])
 
@@ -311,15 +316,14 @@ def _jax(node: Body, nodes: int, name: str) -> None:
         {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
         {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-{NODE}-0-0.{name}:{PORT}"},
     ])
-    node["ports"] = merge_by_name(node.get("ports") or [],
-                                  [{"name": "trainer", "containerPort": PORT}])
+    _trainer_port(node)
 
 
 def _xgboost(node: Body, trainer: Mapping[str, Any], nodes: int, name: str,
-             runtime_node: Mapping[str, Any]) -> None:
+             runtime_resources: Mapping[str, Any]) -> None:
     """XGBoost's plugin: the tracker on the first node, a worker per GPU of a node (the
     TrainJob's ``resourcesPerNode`` if given, whole, else the runtime's), else one per node."""
-    resources = trainer.get("resourcesPerNode") or runtime_node.get("resources") or {}
+    resources = trainer.get("resourcesPerNode") or runtime_resources
     try:
         per_node = _gpus(resources) or 1
     except QuantityError as exc:
@@ -330,8 +334,7 @@ def _xgboost(node: Body, trainer: Mapping[str, Any], nodes: int, name: str,
         {"name": "DMLC_TASK_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
         {"name": "DMLC_NUM_WORKER", "value": str(nodes * per_node)},
     ])
-    node["ports"] = merge_by_name(node.get("ports") or [],
-                                  [{"name": "trainer", "containerPort": PORT}])
+    _trainer_port(node)
 
 
 def _mpi(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None, rjobs: Sequence[Body],
