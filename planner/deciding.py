@@ -103,8 +103,8 @@ class _Pass:
             return None, None
         if why.reason == "Unschedulable" and self.backfill is None and self.tries:
             self.tries -= 1  # the first jobs that do not fit: the first whose start is known
-            self.backfill = Backfill.start(job, _usable(job, capacity), self.timed, view.now,
-                                           view.reservations)
+            self.backfill = Backfill.start(job, _usable(job, capacity, view.now), self.timed,
+                                           view.now, view.reservations)
             if self.backfill is not None:
                 why = self.backfill.head_wait(why)
         return why, behind
@@ -126,8 +126,12 @@ class _Pass:
                 if at is None:
                     return  # it may preempt on the next pass: not parked
             assert job.policy is not None
+            until = job.avoid_until
+            if until is not None and view.now < until:  # it may use more members then
+                at = until if at is None else min(at, until)
             self.parked[key] = Parked(job.uid, why, may_use(
-                job.policy.rules, view.clusters.values(), job.avoid), view.now, at=at)
+                job.policy.rules, view.clusters.values(), job.avoiding(view.now)), view.now,
+                at=at)
 
 
     def reopen(self, queue: list[tuple[tuple[int, str, str], ClassKey]], job: JobView
@@ -310,8 +314,9 @@ def _bound_timed(job: JobView, before: Mapping[str, ClusterView],
     return TimedJob(job.key, now, job.runtime, tuple(pods))
 
 
-def _usable(job: JobView, capacity: dict[str, ClusterView]) -> list[ClusterView]:
-    return [v for v in capacity.values() if v.name not in job.avoid]
+def _usable(job: JobView, capacity: dict[str, ClusterView], now: float) -> list[ClusterView]:
+    avoid = job.avoiding(now)
+    return [v for v in capacity.values() if v.name not in avoid]
 
 
 def _grow(view: PassView, capacity: dict[str, ClusterView], admission: AdmissionPass | None,
@@ -363,7 +368,7 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     out: list[Intent] = []
 
     def fleet() -> list[ClusterView]:  # built only when a job is divided or preempts
-        return _usable(job, capacity)
+        return _usable(job, capacity, view.now)
 
     sized = ""
     if job.elastic is not None:  # at the most that fits now, at least its min

@@ -88,6 +88,12 @@ class Elastic:
     max: int
 
 
+# How long a job that failed over keeps off the members it left: Kubernetes' default
+# toleration of a not-ready node. Karmada ends a graceful eviction after a timeout too, so a
+# member a job failed on, perhaps the only one that can hold it, takes it again later.
+FAILOVER_AVOID_SECONDS = 300.0
+
+
 @dataclass(frozen=True)
 class JobView:
     key: str  # "<kind>/<namespace>/<name>"
@@ -102,6 +108,7 @@ class JobView:
     works: tuple[WorkView, ...] = ()  # of its current placement
     evicting: tuple[WorkView, ...] = ()  # left on members it failed over from
     avoid: tuple[str, ...] = ()  # members it failed over from (its next placement avoids them)
+    failed_over_at: float | None = None  # when it failed over from members it avoids
     requeue_reason: str = ""
     dispatch_finalizer: bool = False
     finished: bool = False
@@ -116,6 +123,24 @@ class JobView:
     # fleet.sh/expected-runtime annotation, the smaller): only such a job may backfill.
     runtime: float | None = None
     reserve_retry_at: float | None = None  # its reservation was rolled back: not before then
+
+    @property
+    def avoid_until(self) -> float | None:
+        """When the members it failed over from may take it again (None: not before it is
+        bound elsewhere)."""
+        if self.failed_over_at is None:
+            return None
+        return self.failed_over_at + FAILOVER_AVOID_SECONDS
+
+    def avoiding(self, now: float) -> tuple[str, ...]:
+        """The members its placement avoids at ``now``: those it failed over from until
+        ``avoid_until`` (as Karmada's graceful eviction ends after a timeout: a member the
+        job failed on may be the only one that can ever hold it), those it is still being
+        evicted from for as long as that lasts."""
+        until = self.avoid_until
+        if until is None or now < until:
+            return self.avoid
+        return tuple(sorted({work.cluster for work in self.evicting}))
 
     # Computed once per view (a frozen view never changes): waiting lists are ordered and
     # searched by them thousands of times a pass.

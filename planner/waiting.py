@@ -51,7 +51,8 @@ def class_of(job: JobView) -> ClassKey:
         (demand.roles, demand.topology) if demand is not None else None,
         (quota.namespace, tuple(sorted(quota.request.items())), quota.waiting_since)
         if quota is not None else None,
-        job.priority, bool(job.preempted_by), job.avoid, job.runtime, job.elastic,
+        job.priority, bool(job.preempted_by), job.avoid, job.failed_over_at, job.runtime,
+        job.elastic,
         job.uid if job.reserve_retry_at is not None else None,
     )
 

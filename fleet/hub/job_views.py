@@ -285,10 +285,12 @@ class JobViews:
             view = replace(view, elastic=elastic)
         policy = self.governing(job, context)
         quota = q.as_quota_job(job, classes, demand) if policy and policy.queues else None
-        avoid = {wk.cluster for wk in view.evicting} | {
-            name for name in (annotations.get(w.FAILOVER_AVOID) or "").split(",") if name}
+        failed_on = {name for name in (annotations.get(w.FAILOVER_AVOID) or "").split(",")
+                     if name}
+        since = parse_time(annotations.get(w.FAILOVER_SINCE)) if failed_on else None
         return replace(view, demand=demand, policy=policy, quota=quota,
-                       avoid=tuple(sorted(avoid)),
+                       avoid=tuple(sorted(failed_on | {wk.cluster for wk in view.evicting})),
+                       failed_over_at=None if since is None else since.timestamp(),
                        runtime=None if runtime is None else float(runtime))
 
     def _elastic_bound(self, view: JobView, job: Body, classes: Mapping[str, int]) -> JobView:

@@ -20,6 +20,7 @@ from planner.intents import (
 )
 from planner.plan import Plan
 from planner.view import (
+    FAILOVER_AVOID_SECONDS,
     FailoverSettings,
     JobView,
     PolicyView,
@@ -79,6 +80,27 @@ def test_a_waiting_job_is_bound_and_spends_its_capacity_before_the_next() -> Non
 def test_a_job_avoids_the_members_it_failed_over_from() -> None:
     [bind] = plan_pass(view(waiting("one", avoid=("a",)))).binds
     assert bind.clusters == ("b",)
+
+
+def test_a_job_takes_a_member_it_failed_over_from_again_once_its_avoidance_ends() -> None:
+    """The only member that can hold it is the one it failed on: it waits there until
+    FAILOVER_AVOID_SECONDS after its failover, then is bound there again, not never."""
+    only_a = (member("a"),)
+    job = waiting("one", avoid=("a",), failed_over_at=NOW - FAILOVER_AVOID_SECONDS + 1)
+    plan = plan_pass(view(job, clusters=only_a))
+    assert not plan.binds
+    assert [w.reason for w in plan.waits] == ["Unschedulable"]
+    [parked] = plan.waiting.parked.values()
+    assert parked.at == NOW + 1  # looked at again when it ends, nothing else needed
+    later = replace(job, failed_over_at=NOW - FAILOVER_AVOID_SECONDS)
+    [bind] = plan_pass(view(later, clusters=only_a)).binds
+    assert bind.clusters == ("a",)
+
+
+def test_a_member_a_job_is_still_evicted_from_stays_avoided_past_the_window() -> None:
+    job = waiting("one", avoid=("a",), failed_over_at=NOW - 10 * FAILOVER_AVOID_SECONDS,
+                  evicting=(WorkView("m-a/w", "a"),))
+    assert not plan_pass(view(job, clusters=(member("a"),))).binds
 
 
 def test_invalid_and_unmatched_jobs_wait_with_their_reason() -> None:
