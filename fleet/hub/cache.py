@@ -8,11 +8,14 @@ renewed, its status report's heartbeat or capacity report changed), on the hub's
 clock: a member's freshness is judged by that, never by comparing the agent's timestamps with
 the hub's clock (client-go's observed time; the node lifecycle controller's probe time), so
 clock skew between hub and members moves nothing.
+
+Every object is stored interned (:mod:`fleet.hub.interning`): frozen, and sharing each part
+equal to a part of another stored object, so what is read from it must be copied before it
+is changed.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +26,7 @@ from typing import Any
 from fleet.api import protocol
 from fleet.api.protocol import HEARTBEAT_LEASE, member_namespace
 from fleet.clients.resources import JOB_KINDS
+from fleet.hub.interning import Interner
 from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
@@ -151,6 +155,7 @@ class Cache:
     _works_by_job: dict[tuple[str, bool], tuple[Body, ...]] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     _heard: Heard = field(default_factory=dict)  # (member, source) -> what, when
+    _intern: Interner = field(default_factory=Interner)  # one copy of what objects repeat
 
     @staticmethod
     def key(body: Mapping[str, Any]) -> Key:
@@ -163,11 +168,7 @@ class Cache:
         slim = {**body, "metadata": {k: v for k, v in (body.get("metadata") or {}).items()
                                      if k != "managedFields"}}
         key = self.key(slim)
-        # Only this store's watch writes this key: reading it unlocked races nothing.
-        known = self._stores[store].get(key)
-        item: Body = shared(slim, known)
-        if store == WORKS:
-            item = self._share_with_job(item, known)
+        item: Body = self._intern(slim)
         with self._lock:
             old = self._stores[store].get(key)
             if old is not None and resource_version(old) > resource_version(item):
@@ -184,21 +185,6 @@ class Cache:
                 self._hear(store, item)
             self._mark(store, item)
         self._changed.set()
-
-    def _share_with_job(self, work: Body, known: Body | None) -> Body:
-        """The Work with its job manifest's spec sharing what equals its job's (the pod
-        templates, mostly): a share differs from its job in little but its replicas."""
-        spec = work.get("spec") or {}
-        manifests = spec.get("manifests") or []
-        if not manifests or (known is not None
-                             and manifests is (known.get("spec") or {}).get("manifests")):
-            return work  # as it was: shared already
-        job_key = self._job_keys.get(str((spec.get("job") or {}).get("uid", "")))
-        job = self._stores[JOBS].get(job_key) if job_key is not None else None
-        if job is None or not isinstance(manifests[0], Mapping):
-            return work
-        first = {**manifests[0], "spec": shared(manifests[0].get("spec"), job.get("spec"))}
-        return {**work, "spec": {**spec, "manifests": [first, *manifests[1:]]}}
 
     def _hear(self, store: str, item: Body) -> None:
         """Note when what a member's agent says of its liveness changed."""
@@ -308,53 +294,6 @@ def _slot(work: Mapping[str, Any]) -> tuple[str, bool]:
     """Where a Work is indexed: its job's uid, and whether it is being evicted."""
     uid = str(((work.get("spec") or {}).get("job") or {}).get("uid", ""))
     return uid, EVICTING in ((work.get("metadata") or {}).get("annotations") or {})
-
-
-INTERN_BELOW = 64  # strings shorter than this are shared between the cached objects
-
-
-def compact(value: Any) -> Any:
-    """A deep copy of a JSON value whose keys and short strings are interned: ten thousand
-    jobs repeat the same keys and most of the same values, and a copy of each per object was
-    most of the hub's memory."""
-    if isinstance(value, Mapping):
-        return {sys.intern(str(k)) if isinstance(k, str) else k: compact(v)
-                for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [compact(v) for v in value]
-    if isinstance(value, str) and len(value) < INTERN_BELOW:
-        return sys.intern(str(value))  # (a str subclass, such as a JobKey, as plain text)
-    return value
-
-
-_ABSENT = object()
-
-
-def shared(value: Any, known: Any) -> Any:
-    """:func:`compact` of ``value``, reusing every part of ``known`` (an earlier compact
-    value, never changed in place) equal to the part in the same place: an object's next
-    version shares what did not change with the last (a job's spec across its status writes,
-    a Work's manifests across its reports), and a Work's manifest shares its job's pod
-    templates. ``known`` itself when everything is equal."""
-    if isinstance(value, Mapping):
-        if not isinstance(known, dict):
-            return compact(value)
-        out, same = {}, len(value) == len(known)
-        for k, v in value.items():
-            before = known.get(k, _ABSENT)
-            now = compact(v) if before is _ABSENT else shared(v, before)
-            same = same and now is before
-            out[sys.intern(k) if isinstance(k, str) else k] = now
-        return known if same else out
-    if isinstance(value, list | tuple):
-        if not isinstance(known, list) or len(known) != len(value):
-            return compact(value)
-        items = [shared(v, k) for v, k in zip(value, known, strict=True)]
-        return known if all(a is b for a, b in zip(items, known, strict=True)) else items
-    if type(value) is type(known) and value == known and (
-            not isinstance(value, float) or repr(value) == repr(known)):
-        return known  # (True == 1 and -0.0 == 0.0, but neither is the same JSON)
-    return compact(value)
 
 
 def resource_version(body: Mapping[str, Any]) -> int:

@@ -1,16 +1,20 @@
 """The hub's cache keeps one copy of what repeats: an object's next version shares what did
-not change with the last, and a Work's job manifest shares its job's pod templates."""
+not change with the last, a Work's job manifest shares its job's pod templates, and jobs
+alike share theirs; what it holds is frozen."""
 
 from __future__ import annotations
 
 import copy
+import gc
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.hub.cache import JOBS, WORKS, Cache, shared
+from fleet.hub.cache import JOBS, WORKS, Cache
+from fleet.hub.interning import FrozenDict, Interner
 
 Body = dict[str, Any]
 TEMPLATE: Body = {"spec": {"containers": [{"name": "pytorch", "image": "train:1",
@@ -78,9 +82,43 @@ def test_a_works_manifest_shares_its_jobs_pod_templates_not_its_own_counts() -> 
     assert again["status"] == {"state": "Succeeded"}
 
 
+def test_jobs_alike_share_their_templates_and_a_cached_object_cannot_be_changed() -> None:
+    cache = Cache()
+    cache.upsert(JOBS, job(1))
+    other = job(1)
+    other["metadata"].update(name="b", uid="u2")
+    cache.upsert(JOBS, other)
+    snap = cache.snapshot()
+    a = snap.jobs[("kubeflow.org/v1/PyTorchJob", "t", "a")]
+    b = snap.jobs[("kubeflow.org/v1/PyTorchJob", "t", "b")]
+    assert template_of(a) is template_of(b)
+    with pytest.raises(TypeError, match="copy it"):
+        template_of(b)["spec"]["containers"][0]["image"] = "changed:1"
+    with pytest.raises(TypeError):
+        template_of(b)["spec"]["containers"].append({})
+    mine = copy.deepcopy(b)  # a plain copy to change
+    template_of(mine)["spec"]["containers"][0]["image"] = "changed:1"
+    assert template_of(a)["spec"]["containers"][0]["image"] == "train:1"
+    assert type(mine["spec"]) is dict
+    assert json.loads(json.dumps(b)) == b
+
+
+def test_values_no_object_holds_are_swept() -> None:
+    intern = Interner(sweep_from=1)
+    kept = intern({"a": [1, 2], "b": {"c": "d"}})
+    intern({"x": [3], "y": {"z": 1}})
+    gc.collect()
+    intern.sweep()
+    assert len(intern) == 3  # kept, its list and its inner dict
+    assert intern({"b": {"c": "d"}, "a": [1, 2]})["a"] is kept["a"]
+
+
 def test_json_types_are_never_confused() -> None:
-    for new, old in (({"a": 1}, {"a": True}), ([1.0], [1]), ([-0.0], [0.0])):
-        assert as_json(shared(new, old)) == as_json(new)
+    for new, old in (({"a": 1}, {"a": True}), ([1.0], [1]), ([-0.0], [0.0]),
+                     ({"a": "1"}, {"a": 1})):
+        intern = Interner()
+        intern(old)
+        assert as_json(intern(new)) == as_json(new)
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
@@ -89,8 +127,13 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                     | st.dictionaries(st.text(max_size=3), inner, max_size=4), max_leaves=20)
 
 
-@given(JSON, JSON)
-def test_sharing_gives_the_new_value_and_leaves_the_old_alone(new: Any, old: Any) -> None:
-    before = as_json(old)
-    assert as_json(shared(new, old)) == as_json(new)
-    assert as_json(old) == before
+@given(st.lists(JSON, min_size=1, max_size=6))
+def test_interning_gives_each_value_and_leaves_the_earlier_ones_alone(values: list[Any]) -> None:
+    intern = Interner(sweep_from=2)
+    held = []
+    for value in values:
+        before = [as_json(h) for h in held]
+        held.append(intern(value))
+        assert as_json(held[-1]) == as_json(value)
+        assert [as_json(h) for h in held[:-1]] == before
+    assert all(isinstance(h, FrozenDict) for h in held if isinstance(h, dict))
