@@ -23,11 +23,21 @@ class Resources(Mapping[str, int]):
 
     @staticmethod
     def of(amounts: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> Resources:
+        """The vector of ``amounts`` (summed per name, zeros left out): one shared object per
+        value while it is among the last :data:`SHARED_MAX` made, since ten thousand jobs'
+        roles and a fleet's nodes repeat a few shapes (values never change, so sharing one
+        is safe)."""
         pairs = amounts.items() if isinstance(amounts, Mapping) else amounts
         merged: dict[str, int] = {}
         for name, amount in pairs:
             merged[name] = merged.get(name, 0) + amount
-        return Resources(tuple(sorted((k, v) for k, v in merged.items() if v != 0)))
+        items = tuple(sorted((k, v) for k, v in merged.items() if v != 0))
+        found = _SHARED.get(items)
+        if found is None:
+            if len(_SHARED) >= SHARED_MAX:
+                _SHARED.clear()  # (a bound, not a policy: the shapes in use come back at once)
+            found = _SHARED[items] = Resources(items)
+        return found
 
     def __getitem__(self, key: str) -> int:
         for name, amount in self.items_:
@@ -75,6 +85,8 @@ class Resources(Mapping[str, int]):
 
 
 ZERO = Resources()
+SHARED_MAX = 65_536
+_SHARED: dict[tuple[tuple[str, int], ...], Resources] = {}
 
 
 def scarcity_order(request: Iterable[str]) -> tuple[str, ...]:

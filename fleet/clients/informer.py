@@ -21,6 +21,7 @@ next event, so handlers that do I/O hand work on (the agent's go to a per-key po
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,8 @@ Key = tuple[str, str]  # (namespace, name)
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 ABSENT_PAUSE = 30.0  # seconds between looks for a kind the API server does not serve
 STUB_FIELDS = ("name", "namespace", "uid", "resourceVersion")  # kept of each object (keep=False)
+# (apiVersion, kind, then STUB_FIELDS' values): a tuple, as a hub keeps ten thousands of them
+Stub = tuple[str | None, ...]
 
 
 def key_of(body: Body) -> Key:
@@ -54,16 +57,17 @@ class Informer:
             label_selector
         self.page = page  # objects per list request (None: all in one)
         self.synced = threading.Event()
-        self._store: dict[Key, Body] = {}  # the last state of each object (keep=True)
+        self._store: dict[Key, Body | Stub] = {}  # each object's last state (keep=True) or stub
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Body | None:
         with self._lock:
-            return self._store.get((namespace, name))
+            found = self._store.get((namespace, name))
+        return None if found is None else _body(found)
 
     def items(self) -> list[Body]:
         with self._lock:
-            return list(self._store.values())
+            return [_body(found) for found in self._store.values()]
 
     def run(self, stop: threading.Event) -> None:
         version = ""
@@ -102,7 +106,7 @@ class Informer:
                                         label_selector=self.label_selector, limit=self.page)
         listed = {key_of(body) for body in items}
         with self._lock:
-            vanished = [body for key, body in self._store.items() if key not in listed]
+            vanished = [_body(found) for key, found in self._store.items() if key not in listed]
             known = set(self._store)
         for body in vanished:
             self._seen(DELETED, body)
@@ -115,7 +119,7 @@ class Informer:
 
     def _vanish_all(self) -> None:
         with self._lock:
-            vanished = list(self._store.values())
+            vanished = [_body(found) for found in self._store.values()]
         for body in vanished:
             self._seen(DELETED, body)
 
@@ -128,7 +132,21 @@ class Informer:
                 self._store[key] = body
             else:  # enough to tell what vanished, and to name it
                 meta = body["metadata"]
-                self._store[key] = {
-                    "apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
-                    "metadata": {k: meta[k] for k in STUB_FIELDS if k in meta}}
+                self._store[key] = (_shared(body.get("apiVersion")), _shared(body.get("kind")),
+                                    *(_shared(meta.get(k)) if k == "namespace" else meta.get(k)
+                                      for k in STUB_FIELDS))
         self.handle(kind, body)
+
+
+def _shared(text: Any) -> Any:
+    return sys.intern(text) if isinstance(text, str) else text
+
+
+def _body(found: Body | Stub) -> Body:
+    """An object as kept, or its stub as an object's outline."""
+    if isinstance(found, dict):
+        return found
+    api_version, kind, *values = found
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {k: v for k, v in zip(STUB_FIELDS, values, strict=True)
+                         if v is not None}}

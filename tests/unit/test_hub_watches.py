@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from fleet.clients import resources as r
+from fleet.clients.informer import ADDED, Informer
 from fleet.hub import cache as stores
 from fleet.hub.cache import Cache
 from fleet.hub.watches import WATCHED, record
@@ -44,3 +46,24 @@ def test_every_resource_the_hub_decides_from_is_watched() -> None:
         stores.JOBS, stores.POLICIES, stores.CLUSTER_POLICIES, stores.CLUSTERS, stores.WORKS,
         stores.QUOTA_TREES, stores.QUEUES, stores.PRIORITY_CLASSES, stores.HEARTBEATS,
         stores.RUNTIMES}
+
+
+def test_an_informer_that_does_not_keep_objects_keeps_their_outline() -> None:
+    """A hub informer keeps a stub of each object (enough to hand over its deletion after a
+    relist), not the object: the hub's cache has the object."""
+    seen: list[tuple[str, Any]] = []
+    informer = Informer(cast(Any, None), r.WORKS, handle=lambda kind, body: seen.append(
+        (kind, body)), keep=False)
+    body = {"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+            "metadata": {"name": "w", "namespace": "fleet-member-m1", "uid": "u1",
+                         "resourceVersion": "7", "labels": {"a": "b"}},
+            "spec": {"job": {"uid": "j"}}}
+    informer._seen(ADDED, body)
+    assert seen == [(ADDED, body)]
+    assert informer.items() == [{"apiVersion": "fleet.sh/v1alpha1", "kind": "Work",
+                                 "metadata": {"name": "w", "namespace": "fleet-member-m1",
+                                              "uid": "u1", "resourceVersion": "7"}}]
+    assert informer.get("fleet-member-m1", "w") == informer.items()[0]
+    informer._seen(ADDED, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}})
+    assert informer.get("", "n") == {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": "n"}}
