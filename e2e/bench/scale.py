@@ -36,6 +36,8 @@ from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 
 TENANTS = ("tenant-a", "tenant-b", "tenant-c")
+
+
 def _buckets_of(histogram: str) -> re.Pattern[str]:
     return re.compile(rf'^{histogram}_bucket\{{le="([^"]+)"\}} ([0-9.e+]+)$')
 
