@@ -173,6 +173,30 @@ def test_an_mpi_trainjob_has_its_hostfile_and_keys_and_a_launcher_after_its_node
     assert {s["name"]: s["succeeded"] for s in done["status"]["jobsStatus"]}["launcher"] == 1
 
 
+def test_a_flux_trainjob_runs_its_command_under_flux_with_its_scripts_and_certificate(
+        fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
+    hub.apply(r.CLUSTERTRAININGRUNTIMES, runtimes.flux_distributed(), field_manager="test")
+    job = hub.create(r.TRAINJOBS, trainjob("lammps", "flux-distributed", numNodes=2,
+                                           numProcPerNode=2, command=["lmp", "-in", "in.hns"],
+                                           patches=[sim("node", "4s")]))
+    kube = member(fleet, hub, job)
+    scripts = eventually(lambda: kube.get_or_none(r.CONFIGMAPS, "lammps-flux-entrypoint", NS),
+                         what="the Flux scripts")
+    assert 'flux run -N 2 -n 4 bash -c "$1"' in scripts["data"]["entrypoint.sh"]
+    curve = kube.get(r.SECRETS, "lammps-flux-curve", NS)
+    assert set(curve["data"]) == {"curve.cert"}
+    def both() -> dict[str, Body] | None:
+        found = pods_of(kube, "lammps")
+        return found if len(found) == 2 else None
+
+    pod = eventually(both, what="lammps's two node pods")["lammps-node-0-1"]
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["flux-installer"]
+    assert pod["spec"]["containers"][0]["command"] == [
+        "/bin/bash", "/etc/flux-config/entrypoint.sh", "lmp -in in.hns"]
+    done = until(hub, job, "Complete")
+    assert done["status"]["jobsStatus"][0]["succeeded"] == 1
+
+
 def test_a_split_mpi_trainjobs_launcher_waits_for_the_nodes_of_every_member(
         fleet: LocalFleet, hub: Kube, jobs: dict[str, Body]) -> None:
     """Five node pods of 8 GPUs are more than a member holds: split, the launcher's member

@@ -120,6 +120,9 @@ WORLD = f"{GROUP}/world"  # a split gang: every share of the placement (as PLACE
 # A JobSet resolved from an MPI runtime: its slots per node and whether the launcher is a node
 # too, from which its agent writes the hostfile (JSON).
 MPI_HOSTS = f"{GROUP}/mpi-hosts"
+# A JobSet resolved from a flux runtime: what its agent writes the Flux scripts from (JSON,
+# fleet.kinds.flux.FluxPlan).
+FLUX = f"{GROUP}/flux"
 # A JobSet resolved from a TrainJob with ``activeDeadlineSeconds``: how long it may run once
 # its pods start (again after a resume), as Trainer counts it.
 ACTIVE_DEADLINE = f"{GROUP}/active-deadline-seconds"

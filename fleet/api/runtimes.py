@@ -69,6 +69,15 @@ def xgboost_distributed() -> Body:
                                 step="trainer")]})
 
 
+def flux_distributed() -> Body:
+    """Trainer's flux example runtime (``examples/flux``; not among its defaults, so not
+    shipped): one process per node unless the TrainJob asks for more, the image's OS matched
+    by the TrainJob's ``FLUX_VIEW_IMAGE``."""
+    return _runtime("flux-distributed", "flux", {"numNodes": 1, "flux": {}}, {
+        "replicatedJobs": [_job("node", {"name": "node", "image": "ubuntu:jammy"},
+                                step="trainer")]})
+
+
 def defaults() -> list[Body]:
     return [torch_distributed(), deepspeed_distributed(), jax_distributed(),
             xgboost_distributed()]

@@ -178,7 +178,8 @@ class MPIPolicy(KubeModel):
 
 
 class FluxPolicy(KubeModel):
-    num_proc_per_node: int | None = Field(default=None, ge=1, le=limits.MAX_SLOTS_PER_WORKER)
+    num_proc_per_node: int | None = Field(default=None, ge=1, le=limits.MAX_SLOTS_PER_WORKER,
+                                          json_schema_extra=_default(1))
 
 
 class Empty(KubeModel):

@@ -16,7 +16,8 @@ The recipe, in Trainer's plugin order (``pkg/runtime/framework/plugins``):
    ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS``), XGBoost (``DMLC_TRACKER_URI``/``PORT`` at
    the first node, ``DMLC_TASK_ID``, ``DMLC_NUM_WORKER``: a worker per GPU, else per node),
    MPI (the SSH key Secret and hostfile ConfigMap mounted, OpenMPI's variables on the
-   launcher); flux runs as plain;
+   launcher); flux (:mod:`fleet.kinds.flux`: the installer init container, the scripts
+   and certificate mounted, the command wrapped);
 5. the trainer's ``image``, ``command`` and ``args``; the initializers' ``storageUri``, ``env``
    and secret;
 6. parallelism and completions set to each counted job's pods, ``suspend`` the TrainJob's.
@@ -37,6 +38,7 @@ from typing import Any
 
 from fleet.api import protocol
 from fleet.api.quantity import QuantityError, canonical
+from fleet.kinds import flux
 from fleet.kinds.base import Body, InvalidJob
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -196,21 +198,8 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
     _refuse_reserved(policy, trainer)
     counts = _counts(policy, trainer, rjobs, trainer_job)
     subdomain = str((template["spec"].get("network") or {}).get("subdomain") or name)
-    if trainer_job is not None:
-        node = _container(trainer_job, NODE)
-        if node is None:
-            raise InvalidJob(f"spec.runtimeRef: the runtime's trainer job "
-                             f"({trainer_job.get('name')}) has no container named {NODE}")
-        runtime_resources = node.get("resources") or {}  # (_trainer replaces, never edits)
-        _trainer(node, trainer)
-        nodes = counts.get(str(trainer_job["name"]), 1)  # MPI counts its workers' job instead
-        if trainer is not None:
-            if "torch" in policy:
-                _torch(node, trainer, nodes, name, trainer_job, subdomain)
-            elif "jax" in policy:
-                _jax(node, nodes, name)
-            elif "xgboost" in policy:
-                _xgboost(node, trainer, nodes, name, runtime_resources)
+    flux_plan = _on_trainer(policy, trainer, trainer_job, rjobs, counts, name, subdomain) \
+        if trainer_job is not None else None
     if "mpi" in policy:
         _mpi(policy["mpi"], trainer, rjobs, counts, name, subdomain)
     _initializers(spec.get("initializer") or {}, rjobs)
@@ -231,12 +220,39 @@ def _resolve(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> Body:
                          or policy["mpi"].get("numProcPerNode") or 1),
             "launcherAsNode": bool(policy["mpi"].get("runLauncherAsNode"))},
             separators=(",", ":"))
+    if flux_plan is not None:
+        flux.annotate(annotations, flux_plan)
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": name, "namespace": meta.get("namespace"),
                          "uid": meta.get("uid"),
                          "labels": dict(jobset_meta.get("labels") or {}),
                          "annotations": annotations},
             "spec": jobset_spec}
+
+
+def _on_trainer(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None, trainer_job: Body,
+                rjobs: Sequence[Body], counts: Mapping[str, int], name: str,
+                subdomain: str) -> flux.FluxPlan | None:
+    """Steps 3 to 5 on the trainer's ``node`` container (and, for flux, its whole job)."""
+    node = _container(trainer_job, NODE)
+    if node is None:
+        raise InvalidJob(f"spec.runtimeRef: the runtime's trainer job "
+                         f"({trainer_job.get('name')}) has no container named {NODE}")
+    runtime_resources = node.get("resources") or {}  # (_trainer replaces, never edits)
+    runtime_node = {"command": node.get("command"), "env": node.get("env") or []}
+    _trainer(node, trainer)
+    nodes = counts.get(str(trainer_job["name"]), 1)  # MPI counts its workers' job instead
+    if trainer is not None:
+        if "torch" in policy:
+            _torch(node, trainer, nodes, name, trainer_job, subdomain)
+        elif "jax" in policy:
+            _jax(node, nodes, name)
+        elif "xgboost" in policy:
+            _xgboost(node, trainer, nodes, name, runtime_resources)
+    if "flux" in policy:
+        return _flux(policy["flux"] or {}, trainer, rjobs, nodes, name, runtime_node,
+                     runtime_resources)
+    return None
 
 
 def _refuse_reserved(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None) -> None:
@@ -335,6 +351,25 @@ def _xgboost(node: Body, trainer: Mapping[str, Any], nodes: int, name: str,
         {"name": "DMLC_NUM_WORKER", "value": str(nodes * per_node)},
     ])
     _trainer_port(node)
+
+
+def _flux(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None, rjobs: Sequence[Body],
+          nodes: int, name: str, runtime_node: Mapping[str, Any],
+          runtime_resources: Mapping[str, Any]) -> flux.FluxPlan:
+    """Step 4 for flux (:mod:`fleet.kinds.flux`)."""
+    chosen = flux.settings(runtime_node["env"], (trainer or {}).get("env") or [])
+    try:
+        gpus = _gpus((trainer or {}).get("resourcesPerNode") or runtime_resources)
+    except QuantityError as exc:
+        raise InvalidJob(f"spec.trainer.resourcesPerNode: {exc}") from None
+    plan = flux.FluxPlan(
+        nodes=nodes, procs_per_node=int((trainer or {}).get("numProcPerNode")
+                                        or policy.get("numProcPerNode") or 1),
+        gpus_per_node=gpus, device=chosen["FLUX_NETWORK_DEVICE"],
+        queue_policy=chosen["FLUX_QUEUE_POLICY"])
+    flux.apply(rjobs, name, flux.original_command(runtime_node["command"], trainer), plan,
+               chosen["FLUX_VIEW_IMAGE"])
+    return plan
 
 
 def _mpi(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None, rjobs: Sequence[Body],

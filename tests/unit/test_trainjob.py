@@ -4,6 +4,7 @@ would make (``pkg/runtime/framework/plugins``), and its status as Trainer writes
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from fleet.api import protocol, runtimes
 from fleet.api.trainer import ClusterTrainingRuntime, TrainJob
 from fleet.hub import trainer_runtimes
-from fleet.kinds import adapter_for
+from fleet.kinds import adapter_for, flux
 from fleet.kinds.base import InvalidJob
 from fleet.kinds.trainer_runtime import hostfile, resolve
 from fleet.kinds.trainjob import TRAINJOB, trainjob_status
@@ -261,3 +262,61 @@ def test_a_deadline_fails_the_trainjob_as_trainer_says_it() -> None:
          "message": "jobset js was active longer than ...", "lastTransitionTime": "t"}]},
         False, "t")
     assert failed["conditions"][0]["message"] == "TrainJob exceeded its active deadline"
+
+
+FLUX_JOB: Body = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+    "metadata": {"name": "lammps", "namespace": "team", "uid": "u2"},
+    "spec": {"runtimeRef": {"name": "flux-distributed"}, "trainer": {
+        "numNodes": 2, "numProcPerNode": 4, "image": "metric-lammps",
+        "command": ["lmp", "-in", "in file"], "args": ["-nocite"],
+        "env": [{"name": "FLUX_VIEW_IMAGE", "value": "flux-view-rocky:tag-9"}]}}}
+
+
+def test_a_flux_trainjob_gets_the_installer_its_scripts_and_a_wrapped_command() -> None:
+    jobset = resolve(FLUX_JOB, runtime(runtimes.flux_distributed()))
+    [node_job] = jobset["spec"]["replicatedJobs"]
+    pod = node_job["template"]["spec"]["template"]["spec"]
+    [installer] = pod["initContainers"]
+    assert (installer["name"], installer["image"]) == ("flux-installer", "flux-view-rocky:tag-9")
+    assert installer["command"] == ["/bin/bash", "/etc/flux-config/init.sh"]
+    [node] = pod["containers"]
+    assert node["command"] == ["/bin/bash", "/etc/flux-config/entrypoint.sh",
+                               "lmp -in 'in file' -nocite"]  # quoted for the shell
+    assert "args" not in node
+    mounts = {m["name"]: m["mountPath"] for m in node["volumeMounts"]}
+    assert mounts == {"flux-install": "/mnt/flux", "spack-install": "/opt/software",
+                      "lammps-flux-entrypoint": "/etc/flux-config", "flux-curve": "/curve",
+                      "shared-memory": "/dev/shm"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["flux-curve"]["secret"]["secretName"] == "lammps-flux-curve"
+    assert volumes["lammps-flux-entrypoint"]["configMap"]["name"] == "lammps-flux-entrypoint"
+    assert json.loads(jobset["metadata"]["annotations"][protocol.FLUX]) == {
+        "nodes": 2, "procs_per_node": 4, "gpus_per_node": 0, "device": "eth0",
+        "queue_policy": "fcfs"}
+
+
+def test_a_flux_jobsets_scripts_run_its_command_over_every_node(tmp_path: Any) -> None:
+    job = json.loads(json.dumps(FLUX_JOB))
+    job["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 2}}
+    scripts = flux.scripts(resolve(job, runtime(runtimes.flux_distributed())))
+    assert scripts is not None
+    init, entrypoint = scripts["init.sh"], scripts["entrypoint.sh"]
+    assert "echo 'lammps-node-0-[0-1]'" in init
+    assert 'default_connect = "tcp://%h.lammps.team.svc.cluster.local:%p"' in init
+    assert "--cores=0-3 --gpu=0-1" in entrypoint
+    assert 'flux run -N 2 -n 8 -g 2 bash -c "$1"' in entrypoint
+    assert '"$(hostname)" = "lammps-node-0-0"' in entrypoint
+    for name, text in scripts.items():  # both parse as bash
+        (tmp_path / name).write_text(text)
+        subprocess.run(["bash", "-n", str(tmp_path / name)], check=True)
+    plain = resolve(SDK_BODY, runtime(runtimes.torch_distributed()))
+    assert flux.scripts(plain) is None
+
+
+def test_a_flux_runtime_keeps_its_installers_name_to_itself() -> None:
+    made = runtimes.flux_distributed()
+    made["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"]["initContainers"] = [{"name": "flux-installer", "image": "mine"}]
+    with pytest.raises(InvalidJob, match=r"spec\.trainer\.initContainers"):
+        resolve(FLUX_JOB, runtime(made))

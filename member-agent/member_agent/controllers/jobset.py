@@ -42,6 +42,7 @@ from fleet.api import protocol
 from fleet.api.jobset import FailurePolicyAction as Action
 from fleet.clients import resources as r
 from fleet.clients.resources import Resource
+from fleet.kinds import flux
 from fleet.kinds import jobset as kinds
 from fleet.kinds.trainer_runtime import hostfile, hostfile_config_map, ssh_secret
 from member_agent.controllers import core
@@ -209,10 +210,21 @@ class JobSetKind(JobKind):
         """A JobSet made from a Trainer MPI runtime mounts its SSH key from this Secret."""
         return ssh_secret(job["metadata"]["name"]) if hostfile(job) is not None else None
 
+    def curve_secret(self, job: Mapping[str, Any]) -> str | None:
+        """A JobSet made from a Trainer flux runtime mounts its brokers' certificate."""
+        return flux.curve_secret(job["metadata"]["name"]) if flux.plan_of(job) else None
+
     def objects(self, job: Mapping[str, Any], types: Sequence[core.ReplicaType],
                 pods: Sequence[core.ObservedPod]) -> list[tuple[Resource, Body]]:
         meta = job["metadata"]
         out: list[tuple[Resource, Body]] = []
+        scripts = flux.scripts(job)
+        if scripts is not None:  # Trainer's flux plugin: the installer's and nodes' scripts
+            out.append((r.CONFIGMAPS, {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": flux.config_map(meta["name"]),
+                             "namespace": meta["namespace"], "ownerReferences": [owner(job)]},
+                "data": scripts}))
         hosts = hostfile(job)
         if hosts is not None:  # Trainer's MPI plugin: the launcher's hostfile
             out.append((r.CONFIGMAPS, {

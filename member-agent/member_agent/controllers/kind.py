@@ -128,6 +128,11 @@ class JobKind:
         a key is random, so no pure function makes it)."""
         return None
 
+    def curve_secret(self, job: Mapping[str, Any]) -> str | None:
+        """The Secret holding the job's Flux CURVE certificate, if it runs Flux (made by the
+        shell, as the SSH key)."""
+        return None
+
     def clean_up(self, job: Mapping[str, Any], pods: Sequence[core.ObservedPod],
                  failed: bool) -> list[str]:
         """Pods to delete once the job has finished."""

@@ -26,7 +26,7 @@ from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.controllers import core, sshkeys, tensorboard
+from member_agent.controllers import core, curvekeys, sshkeys, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.jobset import JOBSET
 from member_agent.controllers.kind import JobKind, Observed, owner
@@ -392,6 +392,13 @@ class JobController:
                                      "metadata": {"name": secret, "namespace": key.namespace,
                                                   "ownerReferences": [owner(job)]},
                                      "data": sshkeys.secret_data()}, job)
+        curve = kind.curve_secret(job)
+        if curve is not None:
+            self._ensure(r.SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                     "metadata": {"name": curve, "namespace": key.namespace,
+                                                  "ownerReferences": [owner(job)]},
+                                     "data": curvekeys.secret_data(job["metadata"]["name"])},
+                         job)
         for resource, body in tensorboard.objects(job, owner(job)):
             self._ensure(resource, body, job)
         extras = {"tensorboard": self.stores.board(key)}  # kept current by its watch
