@@ -122,18 +122,24 @@ def test_a_torch_trainjob_splits_over_two_members_as_one_indexed_job(
                                             "kind": "ClusterTrainingRuntime"}
     assert json.loads(stored["metadata"]["annotations"]["fleet.sh/runtime"])["name"] == \
         "torch-distributed"
-    def all_five() -> dict[str, Body] | None:
-        found = {name: pod for cluster in ("member1", "member2")
+    def all_five() -> dict[str, tuple[str, Body]] | None:
+        found = {name: (cluster, pod) for cluster in ("member1", "member2")
                  for name, pod in pods_of(fleet.client(cluster), "torch-split").items()}
         return found if len(found) == 5 else None
 
     pods = eventually(all_five, what="torch-split's five pods over both members")
     assert set(pods) == {f"torch-split-node-0-{i}" for i in range(5)}
-    env = env_of(pods["torch-split-node-0-3"])
-    assert env["PET_NNODES"] == "5"
-    assert env["PET_NPROC_PER_NODE"] == "auto"
-    assert env["PET_MASTER_ADDR"] == "torch-split-node-0-0.torch-split"
-    assert pods["torch-split-node-0-3"]["metadata"]["labels"][
+    first = pods["torch-split-node-0-0"][0]
+    for cluster, pod in pods.values():
+        env = env_of(pod)
+        assert env["PET_NNODES"] == "5"
+        assert env["PET_NPROC_PER_NODE"] == "auto"
+        # node 0 by its subdomain on its own member, by Multi-Cluster Services' name elsewhere
+        assert env["PET_MASTER_ADDR"] == ("torch-split-node-0-0.torch-split" if cluster == first
+                                          else f"torch-split-node-0-0.{first}.torch-split."
+                                          f"{NS}.svc.clusterset.local")
+    pods_by_name = {name: pod for name, (_, pod) in pods.items()}
+    assert pods_by_name["torch-split-node-0-3"]["metadata"]["labels"][
         "batch.kubernetes.io/job-completion-index"] == "3"
     # no member has Trainer's CRDs' objects: the Works carry the resolved JobSet
     assert fleet.client("member1").get_or_none(r.TRAINJOBS, "torch-split", NS) is None
@@ -242,6 +248,16 @@ def test_a_split_mpi_trainjobs_launcher_waits_for_the_nodes_of_every_member(
         fleet.client(other).delete(r.RESOURCEQUOTAS, "no-gpus", NS)
         launcher = eventually(lambda: pods_of(fleet.client(first), "mpi-split").get(
             "mpi-split-launcher-0-0"), timeout=120, what="mpi-split's launcher")
+        # the other member's node pods are in the hostfile by Multi-Cluster Services' name
+        hosts = fleet.client(first).get(r.CONFIGMAPS, "mpi-split-mpi-hostfile", NS)[
+            "data"]["hostfile"]
+        assert {line.split()[0] for line in hosts.splitlines() if "clusterset" in line} == {
+            f"{name}.{other}.mpi-split.{NS}.svc.clusterset.local"
+            for name in pods_of(fleet.client(other), "mpi-split")}
+        # and both members hold the one SSH key the hub made for the split gang
+        keys = {fleet.client(c).get(r.SECRETS, "mpi-split-mpi-ssh-auth", NS)["data"][
+            "ssh-publickey"] for c in members}
+        assert len(keys) == 1
         copy = fleet.client(first).get(r.JOBSETS, "mpi-split", NS)
         assert json.loads(copy["metadata"]["annotations"]["fleet.sh/peers-reached"])[
             "node"] in ("Ready", "Complete")

@@ -4,11 +4,14 @@ Written in the background, the next pass not waiting for it (see :class:`Writer`
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from fleet import metrics
+from fleet import jobkeys, metrics
 from fleet.api import protocol as p
 from fleet.clients.leases import NotLeading
 from fleet.hub import elastic as el
@@ -47,9 +50,9 @@ class Binder:
             metrics.FAILOVER_SECONDS.observe(time.time() - failed_over.timestamp())
         bound_at = time.time()
         try:
-            deps = self.dependencies(bound, adapter, snap, bind.propagate_deps)
-            phase = p.PHASE_RESERVE if bind.reserve else ""
             shares = w.placement_dicts(bind.shares)
+            deps = self.dependencies(bound, adapter, snap, bind.propagate_deps, shares)
+            phase = p.PHASE_RESERVE if bind.reserve else ""
             created = self.dispatcher.create_works(
                 [w.work_body(bound, adapter, share, shares, deps, phase) for share in shares])
         except NotLeading:
@@ -87,25 +90,47 @@ class Binder:
                                   "before any pod starts: " + ", ".join(bind.clusters))
 
     def dependencies(self, job: Body, adapter: KindAdapter, snap: Snapshot,
-                     propagate_deps: bool) -> list[Body]:
+                     propagate_deps: bool, placement: Sequence[Mapping[str, Any]]
+                     ) -> list[Body]:
         """What the job's Works carry after it: the PriorityClasses it names, always (a
-        member without them refuses its pods), then with propagateDeps what it references."""
+        member without them refuses its pods), a split gang's keys, then with propagateDeps
+        what it references."""
         classes = q.priority_class_manifests(job, snap)
+        keys = split_keys(job, adapter, snap, placement)
         if not propagate_deps:
-            return classes
-        return [*classes, *self.dispatcher.dependencies(job, adapter)]
+            return [*classes, *keys]
+        return [*classes, *keys, *self.dispatcher.dependencies(job, adapter)]
 
     def complete_dispatch(self, intent: Dispatch, job: Body, adapter: KindAdapter,
                           snap: Snapshot) -> None:
         """Roll forward: the Works of a recorded placement that are missing."""
         placement = w.decode_placement(job)
         log.info("completing dispatch of %s to %s", intent.job, list(intent.clusters))
-        deps = self.dependencies(job, adapter, snap, intent.propagate_deps)
+        deps = self.dependencies(job, adapter, snap, intent.propagate_deps, placement)
         phase = w.dispatch_phase(job, snap.works_of(job["metadata"]["uid"]))
         for work in self.dispatcher.create_works(
                 [w.work_body(job, adapter, s, placement, deps, phase) for s in placement
                  if s["cluster"] in intent.clusters]):
             self.cache.upsert("works", work)
+
+
+def split_keys(job: Body, adapter: KindAdapter, snap: Snapshot,
+               placement: Sequence[Mapping[str, Any]]) -> list[Body]:
+    """The Secrets of the keys a gang split over members trusts itself by (an MPI TrainJob's
+    SSH key, a flux one's CURVE certificate), so that every member gets the same: those an
+    earlier Work of the job carries (a roll forward, a move), else new ones. A gang on one
+    member gets its keys from its agent instead."""
+    if len(placement) < 2 or any(share.get("copy") for share in placement):
+        return []
+    wanted = adapter.generated_secrets(job)
+    if not wanted:
+        return []
+    meta = job["metadata"]
+    carried = {m["metadata"]["name"]: m for work in snap.works_of(meta["uid"])
+               for m in work["spec"]["manifests"][1:] if m.get("kind") == "Secret"}
+    return [copy.deepcopy(carried[name]) if name in carried  # (the cache's: a plain copy)
+            else jobkeys.secret(kind, name, meta["namespace"], meta["name"])
+            for name, kind in wanted]
 
 
 def marks(bind: Bind) -> dict[str, str | None]:

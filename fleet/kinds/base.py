@@ -200,6 +200,11 @@ class KindAdapter:
         """The hub job's status from its Works' reported statuses."""
         raise NotImplementedError
 
+    def generated_secrets(self, body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """(name, kind of key: ``fleet.jobkeys``) of the Secrets whose keys the job's pods
+        trust each other by, which its controller makes rather than the user."""
+        return ()
+
     def dependencies(self, body: Mapping[str, Any]) -> set[tuple[str, str]]:
         """(kind, name) of the ConfigMaps, Secrets and PVCs the job's pods reference."""
         found: set[tuple[str, str]] = set()

@@ -15,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet import jobkeys
+from fleet.api import protocol
 from fleet.api.trainer import TRAINJOB_MANAGER
 from fleet.clients import resources as r
+from fleet.kinds import flux
 from fleet.kinds.base import Body, KindAdapter, condition
+from fleet.kinds.deps import CONFIGMAP, SECRET
 from fleet.kinds.jobset import JOB_COUNTS, JOBSET, merge_jobset_status, true_conditions
-from fleet.kinds.trainer_runtime import resolve, snapshot_of
+from fleet.kinds.trainer_runtime import hostfile_config_map, resolve, snapshot_of, ssh_secret
 
 TRAINJOB_STATES = {"Failed": "Failed", "Complete": "Succeeded", "Completed": "Succeeded",
                    "Suspended": "Suspended"}
@@ -72,6 +76,24 @@ class TrainJobAdapter(KindAdapter):
         jobs = (status or {}).get("jobsStatus") or (status or {}).get("replicatedJobsStatus") \
             or []
         return "Running" if any(j.get("active") or j.get("ready") for j in jobs) else ""
+
+    def generated_secrets(self, body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """An MPI runtime's SSH key, a flux runtime's CURVE certificate."""
+        jobset = resolved(body)
+        annotations = jobset["metadata"].get("annotations") or {}
+        name = str(jobset["metadata"]["name"])
+        return ((*(((ssh_secret(name), jobkeys.SSH),) if protocol.MPI_HOSTS in annotations
+                   else ()),
+                 *(((flux.curve_secret(name), jobkeys.CURVE),) if protocol.FLUX in annotations
+                   else ())))
+
+    def dependencies(self, body: Mapping[str, Any]) -> set[tuple[str, str]]:
+        """What the pods reference, less what the member's agent makes (the policies' keys,
+        hostfile and scripts)."""
+        name = str(body["metadata"]["name"])
+        made = {(SECRET, secret) for secret, _ in self.generated_secrets(body)} | {
+            (CONFIGMAP, hostfile_config_map(name)), (CONFIGMAP, flux.config_map(name))}
+        return super().dependencies(body) - made
 
     def managed_by(self, body: Mapping[str, Any]) -> str | None:
         manager = (body.get("spec") or {}).get("managedBy")

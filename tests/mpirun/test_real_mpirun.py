@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from member_agent.controllers import mpi, sshkeys
+from fleet import jobkeys
+from member_agent.controllers import mpi
 from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.t9k_mpi import T9K_MPI
 from tests.unit.test_job_status import pod, run
@@ -139,7 +140,7 @@ def sshd_workers(tmp_path: Path) -> Iterator[tuple[Path, list[str], Path]]:
     decision, _ = run(T9K_MPI, job, [])
     keys = tmp_path / "ssh"
     keys.mkdir()
-    data = sshkeys.secret_data()
+    data = jobkeys.ssh_secret_data()
     volume, _ = mpi.ssh_volume("walk-ssh", mount)
     for item in volume["secret"]["items"]:
         target = keys / item["path"]

@@ -47,7 +47,7 @@ from fleet.kinds import jobset as kinds
 from fleet.kinds.trainer_runtime import hostfile, hostfile_config_map, ssh_secret
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
-from member_agent.controllers.kind import Body, JobKind, Observed, RunMode, owner
+from member_agent.controllers.kind import CLUSTERSET_DOMAIN, Body, JobKind, Observed, RunMode, owner
 from member_agent.controllers.naming import label_value, shorten
 
 PREFIX = "jobset.sigs.k8s.io"
@@ -140,9 +140,36 @@ class JobSetKind(JobKind):
 
     def peer_host(self, job: Mapping[str, Any], rtype: str, index: int,
                   *, qualified: bool = False) -> str:
-        """``<pod>.<subdomain>``, as JobSet's pods reach each other."""
+        """``<pod>.<subdomain>``, as JobSet's pods reach each other; a pod another member
+        holds (the JobSet split), as :meth:`remote_hosts` names it."""
         host = f"{self.pod_of(job, rtype, index)}.{self.subdomain(job)}"
+        remote = self.remote_hosts(job).get(host)
+        if remote is not None:
+            return remote
         return f"{host}.{job['metadata']['namespace']}.svc" if qualified else host
+
+    def remote_hosts(self, job: Mapping[str, Any]) -> dict[str, str]:
+        """For a split JobSet, each pod another member holds: its name in the JobSet's
+        subdomain (as the resolved TrainJob's variables and hostfile spell it) to the name
+        Multi-Cluster Services (KEP-1645) give a pod behind a headless ServiceImport,
+        ``<pod>.<member>.<subdomain>.<ns>.svc.clusterset.local``, the members' names as their
+        cluster IDs ({} for a JobSet on one member)."""
+        world = protocol.world(job["metadata"])
+        if not world:
+            return {}
+        subdomain, namespace = self.subdomain(job), job["metadata"]["namespace"]
+        local = {t.name: t.indices() for t in self.replica_types(job)}
+        out: dict[str, str] = {}
+        for share in world:
+            for name, count in (share.get("replicas") or {}).items():
+                start = int((share.get("offsets") or {}).get(name, 0))
+                for index in range(start, start + int(count)):
+                    if index in local.get(name, range(0)):
+                        continue
+                    pod = self.pod_of(job, name, index)
+                    out[f"{pod}.{subdomain}"] = (f"{pod}.{share['cluster']}.{subdomain}."
+                                                 f"{namespace}.svc.{CLUSTERSET_DOMAIN}")
+        return out
 
     def labels(self, job: Mapping[str, Any], rtype: str, index: int) -> dict[str, str]:
         meta = job["metadata"]
@@ -174,8 +201,9 @@ class JobSetKind(JobKind):
         spec = copy.deepcopy(dict(rtype.template.get("spec") or {}))
         spec["restartPolicy"] = "Never"  # the controller restarts replicas (see core)
         _, completion = self.place(job, rtype.name, index)
+        remote = self.remote_hosts(job)
         for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-            container["env"] = [*(container.get("env") or []),
+            container["env"] = [*(_rehosted(e, remote) for e in container.get("env") or []),
                                 {"name": "JOB_COMPLETION_INDEX", "value": str(completion)}]
         name = self.pod_of(job, rtype.name, index)
         if self.dns_hostnames(job):
@@ -227,6 +255,9 @@ class JobSetKind(JobKind):
                 "data": scripts}))
         hosts = hostfile(job)
         if hosts is not None:  # Trainer's MPI plugin: the launcher's hostfile
+            remote = self.remote_hosts(job)
+            hosts = "".join(f"{remote.get(host, host)}{rest}\n" for host, rest in (
+                (line.split(" ", 1)[0], line[line.find(" "):]) for line in hosts.splitlines()))
             out.append((r.CONFIGMAPS, {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": hostfile_config_map(meta["name"]),
@@ -406,6 +437,17 @@ class FailureVerdict:
     reason: str
     message: str
     counted: int = 0
+
+
+def _rehosted(env: Mapping[str, Any], remote: Mapping[str, str]) -> Mapping[str, Any]:
+    """``env`` with a peer's host (alone, or ``host:port``) named as ``remote`` says."""
+    value = env.get("value")
+    if not remote or not isinstance(value, str):
+        return env
+    host, colon, port = value.partition(":")
+    if host not in remote or (colon and not port.isdigit()):
+        return env
+    return {**env, "value": f"{remote[host]}{colon}{port}"}
 
 
 def judge_failure(policy: Mapping[str, Any] | None, failed: Sequence[tuple[str, str]],

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet import jobkeys
 from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from member_agent.controllers import core, curvekeys, sshkeys, tensorboard
+from member_agent.controllers import core, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.jobset import JOBSET
 from member_agent.controllers.kind import JobKind, Observed, owner
@@ -385,20 +386,12 @@ class JobController:
         if gang is not None and not kind.finished(job.get("status") or {}):
             group = self._ensure(gang.resource, gang.podgroup(owner(job)), job, fresh=True)
             admitted = gang.admitted(group)
-        secret = kind.ssh_key_secret(job)
-        if secret is not None:
-            self._ensure(r.SECRETS, {"apiVersion": "v1", "kind": "Secret",
-                                     "type": "kubernetes.io/ssh-auth",
-                                     "metadata": {"name": secret, "namespace": key.namespace,
-                                                  "ownerReferences": [owner(job)]},
-                                     "data": sshkeys.secret_data()}, job)
-        curve = kind.curve_secret(job)
-        if curve is not None:
-            self._ensure(r.SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                                     "metadata": {"name": curve, "namespace": key.namespace,
-                                                  "ownerReferences": [owner(job)]},
-                                     "data": curvekeys.secret_data(job["metadata"]["name"])},
-                         job)
+        for kind_of_key, secret in ((jobkeys.SSH, kind.ssh_key_secret(job)),
+                                    (jobkeys.CURVE, kind.curve_secret(job))):
+            if secret is not None:  # unless the Work brought the split gang's own
+                body = jobkeys.secret(kind_of_key, secret, key.namespace, job["metadata"]["name"])
+                body["metadata"]["ownerReferences"] = [owner(job)]
+                self._ensure(r.SECRETS, body, job)
         for resource, body in tensorboard.objects(job, owner(job)):
             self._ensure(resource, body, job)
         extras = {"tensorboard": self.stores.board(key)}  # kept current by its watch
