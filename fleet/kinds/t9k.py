@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet import jobkeys
 from fleet.api.protocol import reported_job_status
 from fleet.clients import resources as r
 from fleet.kinds.base import Body, KindAdapter, deep_copy
+from fleet.kinds.naming import derived_name
 from fleet.kinds.status import job_status_of, leader_work
 
 
@@ -61,6 +63,10 @@ class T9kMPIJobAdapter(TensorFlowTrainingJobAdapter):
 
     def role_path(self, role: str) -> str:
         return "spec.worker"
+
+    def generated_secrets(self, body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """The SSH key the launcher and workers share (``<job>-ssh``)."""
+        return ((derived_name(str(body["metadata"]["name"]), "ssh"), jobkeys.SSH),)
 
     def replica_specs(self, body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         worker = (body.get("spec") or {}).get("worker") or {}

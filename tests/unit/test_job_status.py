@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from fleet.api.protocol import RUN_VARIANT
+from fleet.kinds.naming import replica_name
 from member_agent.controllers.core import ContainerState, ObservedPod
 from member_agent.controllers.gang import Gang, Scheduler, choose
 from member_agent.controllers.kind import JobKind, Observed
 from member_agent.controllers.kubeflow import PYTORCH, TF
-from member_agent.controllers.naming import replica_name
 from member_agent.controllers.reconcile import Decision, decide
 from member_agent.controllers.t9k import CONDITION_ORDER, TENSORFLOW
 

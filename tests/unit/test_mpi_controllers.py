@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from e2e.localfleet.demo import EXAMPLES
+from fleet.kinds.t9k import T9K_MPI as T9K_MPI_ADAPTER
 from member_agent.controllers import mpi
 from member_agent.controllers.kubeflow_mpi import KUBEFLOW_MPI
 from member_agent.controllers.t9k_mpi import T9K_MPI
@@ -180,3 +181,17 @@ def test_t9k_split_share_runs_the_launcher_only_with_worker_zero() -> None:
     assert [t.name for t in T9K_MPI.replica_types(job)] == ["worker"]
     job["metadata"]["annotations"]["fleet.sh/replica-offsets"] = '{"worker":0}'
     assert [t.name for t in T9K_MPI.replica_types(job)] == ["launcher", "worker"]
+
+
+def test_a_split_t9k_launchers_hostfile_names_the_other_members_workers_by_mcs() -> None:
+    job = example("t9k-mpijob-random-walk.yaml")
+    world = ('[{"cluster":"a","replicas":{"worker":3},"offsets":{"worker":0}},'
+             '{"cluster":"b","replicas":{"worker":2},"offsets":{"worker":3}}]')
+    job["metadata"]["annotations"] = {"fleet.sh/world": world,
+                                      "fleet.sh/replica-offsets": '{"worker":0}'}
+    job["spec"]["worker"]["replicas"] = 3
+    assert T9K_MPI.hosts(job) == [
+        "job-worker-0.job.ns.svc", "job-worker-1.job.ns.svc", "job-worker-2.job.ns.svc",
+        "job-worker-3.b.job.ns.svc.clusterset.local", "job-worker-4.b.job.ns.svc.clusterset.local"]
+    # and the hub gives both shares one key, which it names as the agent does
+    assert T9K_MPI_ADAPTER.generated_secrets(job) == ((T9K_MPI.ssh_key_secret(job), "ssh"),)

@@ -44,11 +44,11 @@ from fleet.clients import resources as r
 from fleet.clients.resources import Resource
 from fleet.kinds import flux
 from fleet.kinds import jobset as kinds
+from fleet.kinds.naming import label_value, shorten
 from fleet.kinds.trainer_runtime import hostfile, hostfile_config_map, ssh_secret
 from member_agent.controllers import core
 from member_agent.controllers.conditions import is_true, set_condition
 from member_agent.controllers.kind import CLUSTERSET_DOMAIN, Body, JobKind, Observed, RunMode, owner
-from member_agent.controllers.naming import label_value, shorten
 
 PREFIX = "jobset.sigs.k8s.io"
 JOBSET_NAME = f"{PREFIX}/jobset-name"

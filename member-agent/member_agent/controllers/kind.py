@@ -14,9 +14,9 @@ from typing import Any
 from fleet.api import protocol
 from fleet.clients.resources import Resource
 from fleet.kinds.base import KindAdapter
+from fleet.kinds.naming import label_value, replica_name
 from member_agent.controllers import core
 from member_agent.controllers.gang import Gang, GangRequest
-from member_agent.controllers.naming import label_value, replica_name
 
 Body = dict[str, Any]
 CLUSTERSET_DOMAIN = "clusterset.local"
@@ -157,6 +157,15 @@ class JobKind:
             for name, count in share["replicas"].items():
                 total[name] = total.get(name, 0) + count
         return total
+
+    def holder(self, job: Mapping[str, Any], rtype: str, index: int) -> str | None:
+        """The member holding replica ``index`` of ``rtype`` of a split job (None unless
+        the hub split it)."""
+        for share in protocol.world(job["metadata"]):
+            start = int((share.get("offsets") or {}).get(rtype, 0))
+            if start <= index < start + int((share.get("replicas") or {}).get(rtype, 0)):
+                return str(share["cluster"])
+        return None
 
     def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
         """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the

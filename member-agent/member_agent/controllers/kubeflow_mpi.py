@@ -25,11 +25,11 @@ from typing import Any
 
 from fleet.clients import resources as r
 from fleet.kinds import kubeflow as kinds
+from fleet.kinds.naming import derived_name
 from member_agent.controllers import core, mpi
 from member_agent.controllers.gang import Gang
 from member_agent.controllers.kind import Body, owner
 from member_agent.controllers.kubeflow import KubeflowKind
-from member_agent.controllers.naming import derived_name
 
 LAUNCHER, WORKER = "Launcher", "Worker"
 DEFAULT_KUBECTL_IMAGE = "bitnami/kubectl:1.36"

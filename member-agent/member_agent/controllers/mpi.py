@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fleet.kinds.naming import derived_name, replica_name
 from member_agent.controllers import core
-from member_agent.controllers.naming import derived_name, replica_name
 
 Body = dict[str, Any]
 CONFIG_MOUNT = "/etc/mpi"

@@ -10,7 +10,10 @@
   once every worker is Ready. It runs the ``mpi-worker`` image without its resource requests:
   ``<mpiHome>/bin/mpirun --hostfile /etc/mpi/hostfile --prefix <mpiHome> --mca k v ...
   <extraMPIArgs> <cmd>``; the hostfile (ConfigMap ``<job>-config``) lists each worker's DNS
-  name with as many slots as ``-N`` asks for.
+  name with as many slots as ``-N`` asks for. A job split over members names a worker on
+  another member as Multi-Cluster Services name a pod behind a headless ServiceImport
+  (``<pod>.<member>.<job>.<ns>.svc.clusterset.local``), and every member mounts the one
+  key the hub made for the gang (see :func:`fleet.hub.binder.split_keys`).
 - The launcher decides: mpirun exiting 0 completes the job, anything else fails it.
   ``runPolicy.cleanUpWorkers`` then deletes the workers (the launcher stays for its log).
 - Debug mode: launcher ``sleep inf``, workers ``/usr/bin/sshd -D`` unless the replica spec says
@@ -26,9 +29,9 @@ from typing import Any
 from fleet.api.protocol import replica_offsets
 from fleet.clients import resources as r
 from fleet.kinds import t9k as kinds
+from fleet.kinds.naming import derived_name, label_value
 from member_agent.controllers import core, mpi
-from member_agent.controllers.kind import Body, owner
-from member_agent.controllers.naming import derived_name, label_value
+from member_agent.controllers.kind import CLUSTERSET_DOMAIN, Body, owner
 from member_agent.controllers.t9k import T9kKind
 
 LAUNCHER, WORKER = "launcher", "worker"
@@ -75,9 +78,14 @@ class T9kMPIKind(mpi.LauncherAfterWorkers, T9kKind):
         meta = job["metadata"]
         workers = job["spec"]["worker"].get("replicas", 1)
         world = self.world(job).get(WORKER, workers)
-        service = self.service_name(job)
-        return [f"{self.pod_name(meta['name'], WORKER, i)}.{service}.{meta['namespace']}.svc"
-                for i in range(world)]
+        service, namespace = self.service_name(job), meta["namespace"]
+        hosts = []
+        for i in range(world):  # a worker another member holds: by KEP-1645's pod name
+            pod, holder = self.pod_name(meta["name"], WORKER, i), self.holder(job, WORKER, i)
+            hosts.append(f"{pod}.{holder}.{service}.{namespace}.svc.{CLUSTERSET_DOMAIN}"
+                         if holder is not None and not self.is_local(job, WORKER, i)
+                         else f"{pod}.{service}.{namespace}.svc")
+        return hosts
 
     def launch_command(self, job: Mapping[str, Any]) -> list[str]:
         worker = job["spec"]["worker"]

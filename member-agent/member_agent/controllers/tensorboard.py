@@ -15,7 +15,7 @@ from typing import Any
 
 from fleet.api.protocol import TENSORBOARD_FOR
 from fleet.clients import resources as r
-from member_agent.controllers.naming import derived_name, label_value
+from fleet.kinds.naming import derived_name, label_value
 
 Body = dict[str, Any]
 PORT = 6006
