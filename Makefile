@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins kueue-bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos kubeflow-suite clean
+.PHONY: demo up down status test lint crds crds-check bins kueue-bins trainer-bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos kubeflow-suite clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ bins:  ## build (or reuse) the control-plane binaries in the cache outside the r
 # Built before the suite, not inside the bench lane's time limit (cold: several minutes of Go).
 kueue-bins:  ## build (or reuse) Kueue's scalability runner and minimalkueue from the pinned module
 	bash e2e/toolchain/build-kueue.sh >/dev/null
+
+trainer-bins:  ## build (or reuse) Kubeflow Trainer's and JobSet's controllers for the member-trainer e2e
+	bash e2e/toolchain/build-trainer.sh >/dev/null
 
 helm:  ## build (or reuse) the pinned helm that lints, renders and installs deploy/helm
 	bash e2e/toolchain/build-helm.sh >/dev/null
@@ -76,7 +79,7 @@ lint: $(STAMP)
 images: $(STAMP) node-packages  ## the real nodes' images (pause, busybox, fleet), cached outside the repo
 	$(PY) -m e2e.localfleet.images
 
-test: $(STAMP) bins kueue-bins helm mpi-packages node-packages images  ## lint, type checks, layering, unit, integration and e2e tests
+test: $(STAMP) bins kueue-bins trainer-bins helm mpi-packages node-packages images  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) bins kueue-bins  ## the performance budgets of docs/architecture.md (JSON lines + table)

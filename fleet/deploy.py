@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from fleet.api import runtimes
-from fleet.api.protocol import GROUP, JOB_WEBHOOK, RUNTIME_WEBHOOK
-from fleet.clients.resources import TRAINJOBS
+from fleet.api.protocol import GROUP, JOB_WEBHOOK, RUNNERS, RUNTIME_WEBHOOK, TRAINJOB_RUNNER
+from fleet.api.trainer import TRAINER_GROUP
+from fleet.clients.resources import PROPAGATIONPOLICIES, TRAINJOBS
 from fleet.kinds import ADAPTERS
 
 Body = dict[str, Any]
@@ -287,6 +288,37 @@ def leader_term_policy() -> list[Body]:
     ]
 
 
+POLICY_ANNOTATIONS = "fleet-policy-annotations"
+
+
+def policy_annotations_policy() -> list[Body]:
+    """A (Cluster)PropagationPolicy's ``fleet.sh/trainjob-runner`` is one of the runners
+    (fleet.api.protocol.RUNNERS), refused by the API server otherwise, naming the field."""
+    key = TRAINJOB_RUNNER
+    values = ", ".join(f"'{v}'" for v in RUNNERS)
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingAdmissionPolicy", "metadata": _meta(POLICY_ANNOTATIONS, False),
+         "spec": {
+             "failurePolicy": "Fail",
+             "matchConstraints": {"resourceRules": [{
+                 "apiGroups": [PROPAGATIONPOLICIES.group], "apiVersions": ["*"],
+                 "resources": ["propagationpolicies", "clusterpropagationpolicies"],
+                 "operations": ["CREATE", "UPDATE"]}]},
+             "validations": [{
+                 "expression": f"!has(object.metadata.annotations) || !('{key}' in "
+                               f"object.metadata.annotations) || object.metadata.annotations"
+                               f"['{key}'] in [{values}]",
+                 "message": f"metadata.annotations[{key}]: must be one of "
+                            f"{', '.join(RUNNERS)}",
+                 "reason": "Invalid"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": _meta(POLICY_ANNOTATIONS, False),
+         "spec": {"policyName": POLICY_ANNOTATIONS, "validationActions": ["Deny"]}},
+    ]
+
+
 def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
     """The hub: two replicas (a Lease elects the one that decides; both serve the webhook)."""
     name = HUB
@@ -324,6 +356,7 @@ def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
         webhook_configuration(),
         mutating_webhook_configuration(),
         *leader_term_policy(),
+        *policy_annotations_policy(),
         *runtimes.defaults(),
         *runtimes.public_version(),
     ]
@@ -344,6 +377,9 @@ def agent_rules() -> list[Body]:
         _rule([""], ["nodes"], READ),
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["apps"], ["deployments"], ALL),
+        # a TrainJob for the member's own Trainer, and the runtime it names (its status is
+        # Trainer's to write)
+        _rule([TRAINER_GROUP], ["trainjobs", "trainingruntimes"], ALL),
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ALL),
         _rule(PODGROUP_GROUPS, ["podgroups"], ALL),
         _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),

@@ -113,7 +113,9 @@ def complete_dispatch(job: JobView) -> list[Intent]:
     missing = tuple(s.cluster for s in job.placement if s.cluster not in have)
     if not missing or job.finished:
         return []
-    return [Dispatch(job.key, missing, bool(job.policy and job.policy.propagate_deps))]
+    policy = job.policy
+    return [Dispatch(job.key, missing, bool(policy and policy.propagate_deps),
+                     bool(policy and policy.member_trainer))]
 
 
 def expire(job: JobView, view: PassView) -> list[Intent]:

@@ -426,8 +426,8 @@ def _decide_one(job: JobView, admission: AdmissionPass | None,
     shares = _with_cells(decision.shares, view, tenant)
     out.append(Bind(job.key, shares, binding_message(decision.shares), admitted_at,
                     admitted_by, failover.purge_mode if failover else "", spent,
-                    policy.propagate_deps, sized=sized, backfill=note, reserve=reserve,
-                    tenant=tenant, holds=holds))
+                    policy.propagate_deps, member_trainer=policy.member_trainer, sized=sized,
+                    backfill=note, reserve=reserve, tenant=tenant, holds=holds))
     return out, None, None
 
 

@@ -30,6 +30,7 @@ class Bind:
     purge_mode: str = ""  # the policy's failover purge mode, carried on the job
     spent: tuple[tuple[str, tuple[Resources, ...]], ...] = ()  # per cluster, per replica
     propagate_deps: bool = False
+    member_trainer: bool = False  # a TrainJob's Work carries it for the member's Trainer
     sized: str = ""  # an elastic job admitted below its max: at what size, and why
     backfill: str = ""  # it starts before a reserved gang, ending first: how (an event)
     # Reservation mode on a chosen member: the Works start in phase Reserve (no pods until
@@ -58,6 +59,7 @@ class Dispatch:
     job: str
     clusters: tuple[str, ...]
     propagate_deps: bool = False
+    member_trainer: bool = False
     reason: str = "placement recorded, Works missing"
 
 

@@ -55,6 +55,7 @@ class PolicyView:
     queues: bool = False  # suspension.scheduling: a quota queue must admit the job first
     failover: FailoverSettings | None = None
     propagate_deps: bool = False  # its Works carry the ConfigMaps, Secrets, PVCs referenced
+    member_trainer: bool = False  # its TrainJobs run by the member's own Trainer, whole
 
 
 @dataclass(frozen=True)

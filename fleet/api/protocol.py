@@ -142,6 +142,12 @@ PROPAGATED_LABEL = f"{GROUP}/propagated"  # on member objects fleet made (and ma
 # Mirror pods on the hub (fleet.hub.pod_mirrors): the annotation a policy or job turns them on
 # with ("true"), and the label each mirror carries, naming the member that runs its pod.
 MIRROR_PODS = f"{GROUP}/mirror-pods"
+# On a PropagationPolicy: who runs its TrainJobs on a member. ``agent`` (the default): the
+# agent, from the JobSet the hub resolved (no Trainer needed on the member); ``member-trainer``:
+# the member's own Trainer v2 and JobSet controllers, from the TrainJob itself (and its
+# runtime, as the hub snapshotted it); such a policy places each job whole on one member.
+TRAINJOB_RUNNER = f"{GROUP}/trainjob-runner"
+RUNNERS = ("agent", "member-trainer")
 MIRROR_OF = f"{GROUP}/mirror-of"
 QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tree's leaf
 # The agent's own marks on member objects it makes from a copy.

@@ -54,7 +54,8 @@ class Binder:
             deps = self.dependencies(bound, adapter, snap, bind.propagate_deps, shares)
             phase = p.PHASE_RESERVE if bind.reserve else ""
             created = self.dispatcher.create_works(
-                [w.work_body(bound, adapter, share, shares, deps, phase) for share in shares])
+                [w.work_body(bound, adapter, share, shares, deps, phase, bind.member_trainer)
+                 for share in shares])
         except NotLeading:
             raise  # the next leader finds the placement and completes it (roll forward)
         except Exception:
@@ -109,8 +110,8 @@ class Binder:
         deps = self.dependencies(job, adapter, snap, intent.propagate_deps, placement)
         phase = w.dispatch_phase(job, snap.works_of(job["metadata"]["uid"]))
         for work in self.dispatcher.create_works(
-                [w.work_body(job, adapter, s, placement, deps, phase) for s in placement
-                 if s["cluster"] in intent.clusters]):
+                [w.work_body(job, adapter, s, placement, deps, phase, intent.member_trainer)
+                 for s in placement if s["cluster"] in intent.clusters]):
             self.cache.upsert("works", work)
 
 

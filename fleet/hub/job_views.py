@@ -52,10 +52,13 @@ def policy_view(body: Body, fit_mode: FitMode) -> PolicyView:
     spec = PropagationPolicySpec.model_validate(body.get("spec", {}))
     meta = body["metadata"]
     name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
-    return PolicyView(name, placement_rules(body, fit_mode),
+    runner = (meta.get("annotations") or {}).get(protocol.TRAINJOB_RUNNER)
+    member_trainer = runner == "member-trainer"
+    rules = placement_rules(body, fit_mode)
+    return PolicyView(name, replace(rules, max_clusters=1) if member_trainer else rules,
                       queues=bool(spec.suspension and spec.suspension.scheduling),
                       failover=failover_settings(spec),
-                      propagate_deps=bool(spec.propagate_deps))
+                      propagate_deps=bool(spec.propagate_deps), member_trainer=member_trainer)
 
 
 def seconds(text: str | None) -> float | None:

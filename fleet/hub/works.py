@@ -28,6 +28,7 @@ from fleet.api.protocol import (
 )
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
+from fleet.kinds.trainjob import TrainJobAdapter
 from propagation.division import ClusterShare
 
 Body = dict[str, Any]
@@ -65,16 +66,20 @@ def work_name(job: Mapping[str, Any]) -> str:
 
 
 def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, Any],
-                    placement: list[dict[str, Any]], name: str) -> Body:
-    """The job as one member runs it: its share of replicas, hub bookkeeping removed."""
+                    placement: list[dict[str, Any]], name: str, as_is: Body | None = None
+                    ) -> Body:
+    """The job as one member runs it: its share of replicas (or ``as_is``: the job as the
+    member's own controller takes it), hub bookkeeping removed."""
     meta = job["metadata"]
-    body = adapter.for_member(adapter.with_replicas(copy.deepcopy(dict(job)),
-                                                    share["replicas"]))
+    body = as_is if as_is is not None else adapter.for_member(
+        adapter.with_replicas(copy.deepcopy(dict(job)), share["replicas"]))
     # the job's own annotations and what the kind's share added (a JobSet's pods per role)
     annotations = {k: v for k, v in ((body.get("metadata") or {}).get("annotations")
                                      or {}).items() if k not in HUB_ANNOTATIONS}
     annotations.update(p.copy_marks(share["cluster"], name, share, placement,
                                     p.placement_generation(meta)))
+    if as_is is not None and p.RUNTIME in (meta.get("annotations") or {}):
+        annotations[p.RUNTIME] = meta["annotations"][p.RUNTIME]  # the hub reads its demand
     labels = {**((body.get("metadata") or {}).get("labels") or {}), **(meta.get("labels") or {})}
     labels[JOB_UID] = meta["uid"]
     body["metadata"] = {"name": meta["name"], "namespace": meta["namespace"],
@@ -85,10 +90,15 @@ def member_manifest(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping
 
 def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, Any],
               placement: list[dict[str, Any]], deps: Sequence[Body] = (),
-              phase: str = "") -> Body:
-    """The Work of one share; ``phase`` Reserve for a placement in reservation mode."""
+              phase: str = "", member_trainer: bool = False) -> Body:
+    """The Work of one share; ``phase`` Reserve for a placement in reservation mode;
+    ``member_trainer``: a TrainJob for the member's own Trainer, with its runtime."""
     meta = job["metadata"]
     name = work_name(job)
+    as_is: Body | None = None
+    if member_trainer and isinstance(adapter, TrainJobAdapter):
+        as_is, runtime = adapter.for_member_trainer(job)
+        deps = [runtime, *deps]
     tenant = p.tenant_label((meta.get("annotations") or {}).get(p.TENANT) or "")
     return {
         "apiVersion": p.API_VERSION,
@@ -114,7 +124,7 @@ def work_body(job: Mapping[str, Any], adapter: KindAdapter, share: Mapping[str, 
                           **({"cells": share["cells"]} if share.get("cells") else {}),
                           "generation": p.placement_generation(meta),
                           **({"phase": phase} if phase else {})},
-            "manifests": [member_manifest(job, adapter, share, placement, name), *deps],
+            "manifests": [member_manifest(job, adapter, share, placement, name, as_is), *deps],
         },
     }
 

@@ -17,12 +17,13 @@ from typing import Any
 
 from fleet import jobkeys
 from fleet.api import protocol
-from fleet.api.trainer import TRAINJOB_MANAGER
+from fleet.api.trainer import NAMESPACED_RUNTIME, TRAINER_GROUP, TRAINER_V1ALPHA1, TRAINJOB_MANAGER
 from fleet.clients import resources as r
 from fleet.kinds import flux
-from fleet.kinds.base import Body, KindAdapter, condition
+from fleet.kinds.base import Body, KindAdapter, condition, deep_copy
 from fleet.kinds.deps import CONFIGMAP, SECRET
 from fleet.kinds.jobset import JOB_COUNTS, JOBSET, merge_jobset_status, true_conditions
+from fleet.kinds.naming import derived_name
 from fleet.kinds.trainer_runtime import hostfile_config_map, resolve, snapshot_of, ssh_secret
 
 TRAINJOB_STATES = {"Failed": "Failed", "Complete": "Succeeded", "Completed": "Succeeded",
@@ -67,6 +68,26 @@ class TrainJobAdapter(KindAdapter):
 
     def for_member(self, body: Body) -> Body:
         return JOBSET.for_member(body)
+
+    def for_member_trainer(self, body: Mapping[str, Any]) -> tuple[Body, Body]:
+        """The TrainJob as a member's own Trainer runs it (``fleet.sh/trainjob-runner:
+        member-trainer``), and the runtime it names there: the snapshot the hub resolved it
+        against, as a TrainingRuntime of its own beside it, so that the member runs what the
+        hub placed whatever runtimes of that name the member has. Its ``managedBy`` is left
+        to the member's Trainer."""
+        meta = body["metadata"]
+        snapshot = snapshot_of(body)
+        runtime_name = derived_name(str(meta["name"]), "runtime")
+        job = deep_copy(dict(body))
+        job["spec"] = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
+        job["spec"]["runtimeRef"] = {"apiGroup": TRAINER_GROUP, "kind": NAMESPACED_RUNTIME,
+                                     "name": runtime_name}
+        job.pop("status", None)
+        runtime = {"apiVersion": TRAINER_V1ALPHA1, "kind": NAMESPACED_RUNTIME,
+                   "metadata": {"name": runtime_name, "namespace": meta["namespace"],
+                                "labels": {protocol.JOB_UID: str(meta.get("uid", ""))}},
+                   "spec": deep_copy(dict(snapshot.get("spec") or {}))}
+        return job, runtime
 
     def state(self, status: Mapping[str, Any] | None) -> str:
         true = true_conditions(status)
@@ -117,9 +138,24 @@ class TrainJobAdapter(KindAdapter):
     def aggregate(self, body: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
                   now: str) -> Body:
         current: Mapping[str, Any] = body.get("status") or {}
+        run_by_trainer = [w for w in works if _manifest_kind(w) == "TrainJob"]
+        if run_by_trainer:  # by the member's own Trainer: its status is Trainer's already
+            reported = (run_by_trainer[0].get("status") or {}).get("jobStatus") or {}
+            return {**{k: v for k, v in current.items() if k == "clusters"},
+                    "conditions": [dict(c) for c in reported.get("conditions") or []
+                                   if c.get("type") in TRAINER_CONDITIONS],
+                    "jobsStatus": [dict(j) for j in reported.get("jobsStatus") or []]}
         jobset = merge_jobset_status({**resolved(body), "status": {}}, works, now)
         return trainjob_status(current, jobset, bool((body.get("spec") or {}).get("suspend")),
                                now)
+
+
+TRAINER_CONDITIONS = ("Suspended", "Complete", "Failed")
+
+
+def _manifest_kind(work: Mapping[str, Any]) -> str:
+    manifests = (work.get("spec") or {}).get("manifests") or [{}]
+    return str(manifests[0].get("kind") or "")
 
 
 def trainjob_status(current: Mapping[str, Any], jobset: Mapping[str, Any], suspended: bool,

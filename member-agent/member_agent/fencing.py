@@ -154,9 +154,11 @@ def orphaned_pods(pods: Mapping[JobKey, Iterable[Mapping[str, Any]]],
             meta = pod.get("metadata") or {}
             if JOB_UID not in (meta.get("labels") or {}) or meta.get("deletionTimestamp"):
                 continue
-            owners = {ref.get("uid") for ref in meta.get("ownerReferences") or []
-                      if ref.get("controller")}
-            if job_uid not in owners:
+            controllers = [ref for ref in meta.get("ownerReferences") or []
+                           if ref.get("controller")]
+            if any(ref.get("kind") != key.kind for ref in controllers):
+                continue  # made by another controller (a member's own Trainer's Jobs)
+            if job_uid not in {ref.get("uid") for ref in controllers}:
                 out.append((str(meta.get("namespace", "")), str(meta.get("name", "")),
                             str(meta.get("uid", ""))))
     return sorted(out)

@@ -56,6 +56,14 @@ for _kind in KINDS.values():
     _job_handler(_kind.resource)
 
 
+@kopf.on.event(r.TRAINJOBS.group, r.TRAINJOBS.version, r.TRAINJOBS.plural)
+def on_trainjobs(*, type: str, body: kopf.Body, **_: Any) -> None:
+    """A TrainJob the member's own Trainer runs (fleet.sh/trainjob-runner: member-trainer):
+    recorded for its Work's status, never reconciled here (no controller of the agent's
+    runs it)."""
+    STATE.stores.put_job(key_of(body), None if type == "DELETED" else body)
+
+
 @kopf.on.event("", "v1", "pods")
 async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
     deleted = type == "DELETED"

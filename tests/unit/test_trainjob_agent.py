@@ -14,10 +14,14 @@ from fleet import jobkeys
 from fleet.api import protocol, runtimes
 from fleet.hub.binder import split_keys
 from fleet.hub.cache import Cache
+from fleet.hub.job_views import policy_view
 from fleet.hub.works import work_body
 from fleet.kinds.trainer_runtime import resolve
 from fleet.kinds.trainjob import TRAINJOB
+from member_agent import fencing
 from member_agent.controllers.jobset import JOBSET
+from propagation.jobkey import JobKey
+from propagation.views import FitMode
 from tests.unit.test_trainjob import FLUX_JOB, SDK_BODY, runtime, stamped
 
 Body = dict[str, Any]
@@ -129,3 +133,59 @@ def test_the_hub_gives_every_share_of_a_split_trainjob_the_same_keys() -> None:
     assert split_keys(job, TRAINJOB, cache.snapshot(), placement) == [key]
     # the key is the hub's to carry, not a reference the user must propagate
     assert ("Secret", "a4e6bba01a2e-mpi-ssh-auth") not in TRAINJOB.dependencies(job)
+
+
+def test_a_member_trainer_policy_places_whole_and_its_work_carries_the_trainjob() -> None:
+    body = {"apiVersion": "policy.one.alibabacloud.com/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "p", "namespace": "team",
+                         "annotations": {protocol.TRAINJOB_RUNNER: "member-trainer"}},
+            "spec": {"resourceSelectors": [{"apiVersion": "trainer.kubeflow.org/v1alpha1",
+                                            "kind": "TrainJob"}],
+                     "placement": {"spreadConstraints": [{"spreadByField": "cluster",
+                                                          "maxGroups": 3}]}}}
+    view = policy_view(body, FitMode.NODE_AWARE)
+    assert (view.member_trainer, view.rules.max_clusters) == (True, 1)
+    job = stamped(SDK_BODY, runtimes.torch_distributed())
+    share = {"cluster": "a", "replicas": {"node": 2}, "offsets": {"node": 0}}
+    work = work_body(job, TRAINJOB, share, [share], member_trainer=True)
+    manifest, runtime_copy = work["spec"]["manifests"]
+    assert manifest["kind"] == "TrainJob"
+    assert manifest["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org",
+                                              "kind": "TrainingRuntime",
+                                              "name": "a4e6bba01a2e-runtime"}
+    assert "managedBy" not in manifest["spec"]
+    assert runtime_copy["kind"] == "TrainingRuntime"
+    assert runtime_copy["spec"] == runtimes.torch_distributed()["spec"]  # the snapshot
+    # the hub still reads the share's demand from the manifest: the snapshot travels with it
+    assert TRAINJOB.demand("k", manifest).roles[0].replicas == 2
+    # without the policy's word, the Work carries the resolved JobSet
+    plain = work_body(job, TRAINJOB, share, [share])
+    assert plain["spec"]["manifests"][0]["kind"] == "JobSet"
+
+
+def test_the_hub_copies_the_members_trainers_status_as_it_is() -> None:
+    job = stamped(SDK_BODY, runtimes.torch_distributed())
+    share = {"cluster": "a", "replicas": {"node": 2}, "offsets": {"node": 0}}
+    work = work_body(job, TRAINJOB, share, [share], member_trainer=True)
+    done = {"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+            "message": "jobset completed successfully", "lastTransitionTime": "t"}
+    work["status"] = {"jobStatus": {"conditions": [done], "jobsStatus": [
+        {"name": "node", "active": 0, "ready": 0, "succeeded": 2, "failed": 0,
+         "suspended": 0}]}}
+    status = TRAINJOB.aggregate({**job, "status": {"clusters": ["a"]}}, [work], "now")
+    assert status == {"clusters": ["a"], "conditions": [done], "jobsStatus": [
+        {"name": "node", "active": 0, "ready": 0, "succeeded": 2, "failed": 0,
+         "suspended": 0}]}
+
+
+def test_pods_another_controller_made_are_never_swept_as_orphans() -> None:
+    key = JobKey("TrainJob.trainer.kubeflow.org/team/t")
+    jobs = {key: {"metadata": {"uid": "trainjob-uid"}}}
+    by_trainer = {"metadata": {"name": "t-node-0-0", "namespace": "team",
+                               "labels": {protocol.JOB_UID: "hub-uid"},
+                               "ownerReferences": [{"kind": "Job", "uid": "job-uid",
+                                                    "controller": True}]}}
+    assert fencing.orphaned_pods({key: [by_trainer]}, jobs) == []
+    ours = {"metadata": {**by_trainer["metadata"], "ownerReferences": [
+        {"kind": "TrainJob", "uid": "an-older-copy", "controller": True}]}}
+    assert fencing.orphaned_pods({key: [ours]}, jobs) == [("team", "t-node-0-0", "")]

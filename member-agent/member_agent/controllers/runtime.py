@@ -23,13 +23,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet import jobkeys
-from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT
+from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT, copy_work
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.onboarding import FIELD_MANAGER as JOIN_FIELD_MANAGER
 from member_agent.controllers import core, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
-from member_agent.controllers.jobset import JOBSET
+from member_agent.controllers.jobset import JOBSET, JOBSET_NAME
 from member_agent.controllers.kind import JobKind, Observed, owner
 from member_agent.controllers.kubeflow import PYTORCH, TF
 from member_agent.controllers.kubeflow_frameworks import JAX, PADDLE, XGBOOST
@@ -115,8 +116,18 @@ class Stores:
                 self.jobs[key] = copy.deepcopy(dict(body))
         self._changed(key)
 
+    def _trainer_run(self, pod: Mapping[str, Any]) -> JobKey | None:
+        """The TrainJob a pod of the member's own Trainer runs for a Work, if any: its JobSet
+        (whose Jobs own the pod) is named as the TrainJob."""
+        name = (pod["metadata"].get("labels") or {}).get(JOBSET_NAME)
+        if not name:
+            return None
+        key = JobKey.of(r.TRAINJOBS.group, r.TRAINJOBS.kind, pod["metadata"]["namespace"], name)
+        with self.lock:
+            return key if key in self.jobs else None
+
     def put_pod(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
-        key = controller_of(body)
+        key = controller_of(body) or self._trainer_run(body)
         if key is None:
             return None
         name = body["metadata"]["name"]
@@ -284,12 +295,36 @@ class SchedulerProbe:
         return self._found
 
 
+class ServedElsewhere:
+    """The agent's kinds whose CRD on the member someone else installed: the member runs
+    their controllers (JobSet, Kubeflow Trainer, the training operator), which run the jobs
+    created on the member; the agent runs only the copies it applied from Works (whose
+    ``managedBy`` names another manager, so those controllers leave them alone). Re-checked
+    as often as the gang schedulers."""
+
+    def __init__(self, kube: Kube, ttl: float) -> None:
+        self.kube, self.ttl = kube, ttl
+        self._known: dict[str, tuple[float, bool]] = {}
+
+    def __call__(self, kind: JobKind) -> bool:
+        resource = kind.resource
+        at, served = self._known.get(resource.plural + resource.group, (-self.ttl, False))
+        if time.monotonic() - at > self.ttl:
+            crd = self.kube.get_or_none(r.CRDS, f"{resource.plural}.{resource.group}")
+            served = crd is not None and not any(
+                m.get("manager") == JOIN_FIELD_MANAGER
+                for m in crd["metadata"].get("managedFields") or [])
+            self._known[resource.plural + resource.group] = (time.monotonic(), served)
+        return served
+
+
 class JobController:
     def __init__(self, kube: Kube, stores: Stores, queue: WorkQueue) -> None:
         self.kube = kube
         self.stores = stores
         self.queue = queue
         self.schedulers = SchedulerProbe(kube)
+        self.served_elsewhere = ServedElsewhere(kube, self.schedulers.ttl)
         self.events = events.EventRecorder(kube, COMPONENT)
         self._creators = ThreadPoolExecutor(8, thread_name_prefix="create-pods")
         self._ensured: set[tuple[str, str, str, str]] = set()  # (kind, ns, name, job uid)
@@ -372,10 +407,14 @@ class JobController:
         job, pods = self.stores.read(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
+        kind = KINDS.get(key.kind_key)
+        if kind is None:
+            return  # a TrainJob the member's own Trainer runs (its Work's status reads it)
+        if not copy_work(job["metadata"])[1] and self.served_elsewhere(kind):
+            return  # made on the member, whose own controller of the kind runs it
         if not self.fence(job, key):
             self.requeue_after(key, 2.0)
             return
-        kind = KINDS[key.kind_key]
         problem = check(kind, job)
         if problem is not None:  # nothing below may read a spec that cannot be run
             self._carry_out(key, kind, job, invalid(kind, job, [observe(p, kind) for p in pods],
