@@ -89,8 +89,7 @@ def original_command(runtime_command: Sequence[str] | None,
     return shlex.join([*command, *(trainer.get("args") or [])])
 
 
-def apply(rjobs: Sequence[Body], name: str, command: str, plan: FluxPlan,
-          view_image: str) -> None:
+def apply(rjobs: Sequence[Body], name: str, command: str, view_image: str) -> None:
     """Trainer's ``EnforceMLPolicy`` on the ``node`` replicated job: the installer, the
     volumes and mounts, the wrapped command."""
     for rjob in rjobs:

@@ -367,7 +367,7 @@ def _flux(policy: Mapping[str, Any], trainer: Mapping[str, Any] | None, rjobs: S
                                         or policy.get("numProcPerNode") or 1),
         gpus_per_node=gpus, device=chosen["FLUX_NETWORK_DEVICE"],
         queue_policy=chosen["FLUX_QUEUE_POLICY"])
-    flux.apply(rjobs, name, flux.original_command(runtime_node["command"], trainer), plan,
+    flux.apply(rjobs, name, flux.original_command(runtime_node["command"], trainer),
                chosen["FLUX_VIEW_IMAGE"])
     return plan
 

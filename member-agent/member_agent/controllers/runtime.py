@@ -27,7 +27,7 @@ from fleet.api.protocol import MEMBER_WAITING_REASONS, RUN_ATTEMPT, RUN_VARIANT,
 from fleet.clients import errors, events
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.onboarding import FIELD_MANAGER as JOIN_FIELD_MANAGER
+from fleet.onboarding import installed_by_fleet
 from member_agent.controllers import core, tensorboard
 from member_agent.controllers.gang import PODGROUPS, Gang, Scheduler, choose
 from member_agent.controllers.jobset import JOBSET, JOBSET_NAME
@@ -311,9 +311,7 @@ class ServedElsewhere:
         at, served = self._known.get(resource.plural + resource.group, (-self.ttl, False))
         if time.monotonic() - at > self.ttl:
             crd = self.kube.get_or_none(r.CRDS, f"{resource.plural}.{resource.group}")
-            served = crd is not None and not any(
-                m.get("manager") == JOIN_FIELD_MANAGER
-                for m in crd["metadata"].get("managedFields") or [])
+            served = crd is not None and not installed_by_fleet(crd)
             self._known[resource.plural + resource.group] = (time.monotonic(), served)
         return served
 
