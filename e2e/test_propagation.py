@@ -227,11 +227,14 @@ def test_fragmentation_node_aware_places_where_summed_mode_strands(fleet3: Local
 
     hub.create(r.PYTORCHJOBS, seed_pytorchjob("too-big", "frag", gpus=16, workers=1,
                                               master=False))
-    def reason() -> str | None:  # read until member3 reports every earlier job's pods gone
+    def reason() -> str:  # read until member3 reports every earlier job's pods gone
         message = str((hub.get(r.PYTORCHJOBS, "too-big", "frag").get("status") or {}
                        ).get("queue", {}).get("message", ""))
-        return message if "member3: short of nvidia.com/gpu 12 in total" in message else None
-    reason_text = eventually(reason, what="too-big's reason naming member3's 4 free GPUs")
+        assert "member3: short of nvidia.com/gpu 12 in total" in message, message
+        return message
+    # (the earlier tests' pods on member3 go with its garbage collector, slower under load)
+    reason_text = eventually(reason, timeout=180,
+                             what="too-big's reason naming member3's 4 free GPUs")
     assert "member1: 1 of 1 replicas find no node with room" in reason_text
     assert state(hub.get(r.PYTORCHJOBS, "too-big", "frag")) == "Queuing"
     hub.delete(r.PYTORCHJOBS, "too-big", "frag")
