@@ -20,8 +20,9 @@ from fleet.clients import errors
 from fleet.clients.kube import Kube
 
 T = TypeVar("T")
-# A status code standing alone: object names such as "fuzz-403" are not refusals.
-FORBIDDEN = re.compile(r"(?<![-\w.])403(?![-\w.])|\bforbidden\b", re.IGNORECASE)
+# A status code standing alone: object names such as "fuzz-403" and query values such as
+# "resourceVersion=403" (a watch retried while a member is down) are not refusals.
+FORBIDDEN = re.compile(r"(?<![-\w.=])403(?![-\w.])|\bforbidden\b", re.IGNORECASE)
 
 
 KIND_SKIP = ("runs a fleet of its own whose hub and agents are host processes on the local "
