@@ -15,8 +15,8 @@ import base64
 import datetime
 import ipaddress
 import os
+import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,11 @@ def serving_certificate(directory: Path) -> bytes:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()))
     return pem
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def upstream_crds(bins: Path) -> list[Body]:
@@ -146,7 +151,8 @@ def member_trainer(fleet: LocalFleet, tmp_path_factory: pytest.TempPathFactory
                 stdout=log, stderr=subprocess.STDOUT,
                 env={**os.environ, "TMPDIR": str(work / name), "KUBECONFIG": kubeconfig}))
     try:
-        time.sleep(3)  # its webhook server listening before the API server calls it
+        # its webhook server listening before the API server is told to call it
+        eventually(lambda: listening(19444), what="JobSet's webhook server on 127.0.0.1")
         kube.apply(r.MUTATINGWEBHOOKCONFIGURATIONS,
                    jobset_defaulting(bins, 19444, certificates["jobset"]),
                    field_manager="e2e")

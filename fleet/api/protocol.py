@@ -463,6 +463,12 @@ def world_text(meta: Mapping[str, Any]) -> str:
     return str(_annotations(meta).get(WORLD) or "")
 
 
+def share_indices(share: Mapping[str, Any], role: str) -> range:
+    """The replica indices of ``role`` a decoded share of a placement holds."""
+    start = int((share.get("offsets") or {}).get(role, 0))
+    return range(start, start + int((share.get("replicas") or {}).get(role, 0)))
+
+
 def world(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every share of a split copy's placement ([] unless the gang is split)."""
     shares: list[dict[str, Any]] = json.loads(world_text(meta) or "[]")

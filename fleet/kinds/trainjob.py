@@ -103,10 +103,12 @@ class TrainJobAdapter(KindAdapter):
         jobset = resolved(body)
         annotations = jobset["metadata"].get("annotations") or {}
         name = str(jobset["metadata"]["name"])
-        return ((*(((ssh_secret(name), jobkeys.SSH),) if protocol.MPI_HOSTS in annotations
-                   else ()),
-                 *(((flux.curve_secret(name), jobkeys.CURVE),) if protocol.FLUX in annotations
-                   else ())))
+        out = []
+        if protocol.MPI_HOSTS in annotations:
+            out.append((ssh_secret(name), jobkeys.SSH))
+        if protocol.FLUX in annotations:
+            out.append((flux.curve_secret(name), jobkeys.CURVE))
+        return tuple(out)
 
     def dependencies(self, body: Mapping[str, Any]) -> set[tuple[str, str]]:
         """What the pods reference, less what the member's agent makes (the policies' keys,

@@ -161,9 +161,8 @@ class JobSetKind(JobKind):
         local = {t.name: t.indices() for t in self.replica_types(job)}
         out: dict[str, str] = {}
         for share in world:
-            for name, count in (share.get("replicas") or {}).items():
-                start = int((share.get("offsets") or {}).get(name, 0))
-                for index in range(start, start + int(count)):
+            for name in share.get("replicas") or {}:
+                for index in protocol.share_indices(share, name):
                     if index in local.get(name, range(0)):
                         continue
                     pod = self.pod_of(job, name, index)
@@ -256,8 +255,8 @@ class JobSetKind(JobKind):
         hosts = hostfile(job)
         if hosts is not None:  # Trainer's MPI plugin: the launcher's hostfile
             remote = self.remote_hosts(job)
-            hosts = "".join(f"{remote.get(host, host)}{rest}\n" for host, rest in (
-                (line.split(" ", 1)[0], line[line.find(" "):]) for line in hosts.splitlines()))
+            hosts = "".join(f"{remote.get(host, host)}{space}{slots}\n" for host, space, slots
+                            in (line.partition(" ") for line in hosts.splitlines()))
             out.append((r.CONFIGMAPS, {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": hostfile_config_map(meta["name"]),

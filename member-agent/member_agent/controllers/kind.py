@@ -161,11 +161,8 @@ class JobKind:
     def holder(self, job: Mapping[str, Any], rtype: str, index: int) -> str | None:
         """The member holding replica ``index`` of ``rtype`` of a split job (None unless
         the hub split it)."""
-        for share in protocol.world(job["metadata"]):
-            start = int((share.get("offsets") or {}).get(rtype, 0))
-            if start <= index < start + int((share.get("replicas") or {}).get(rtype, 0)):
-                return str(share["cluster"])
-        return None
+        return next((str(share["cluster"]) for share in protocol.world(job["metadata"])
+                     if index in protocol.share_indices(share, rtype)), None)
 
     def is_local(self, job: Mapping[str, Any], rtype: str, index: int) -> bool:
         """Whether replica ``index`` of ``rtype`` runs in this cluster (always, unless the
