@@ -74,5 +74,16 @@ def test_a_job_bound_again_already_leaving_or_ended_is_left_alone(kube: Kube) ->
     for name, change in cases.items():
         decided = bound(kube, name)
         changed(kube, decided, **change)
-        assert Dispatcher(kube).mark_requeue(decided, ConfigMapJob(), "preempted") is None, name  # type: ignore[arg-type]
+        assert Dispatcher(kube).requeue_mark(decided, ConfigMapJob(), "preempted") == (  # type: ignore[arg-type]
+            None, False), name  # not marked, and not holding what the pass decided on
         assert marked(kube, name) in (None, "failed over"), name
+
+
+def test_a_job_changed_more_often_than_tried_is_said_to_hold_its_quota(kube: Kube) -> None:
+    """A reclaim that could not mark its victim gives nothing back: the binds behind it
+    wait (fleet.hub.writer)."""
+    decided = bound(kube, "busy")
+    changed(kube, decided, data={"state": "Running", "reported": "1"})
+    assert Dispatcher(kube).requeue_mark(decided, ConfigMapJob(), "preempted",  # type: ignore[arg-type]
+                                         tries=1) == (None, True)
+    assert marked(kube, "busy") is None

@@ -419,7 +419,7 @@ class AdmissionPass:
         # Only a leaf under the deepest node in the way (of a resource short) gives back
         # what is short: a borrower of another cohort frees the root, never the job's own
         # cohort at its max (taken, it would be preempted in vain).
-        victims: list[Holding] = []
+        victims: list[tuple[Holding, str]] = []  # and its leaf
         while blockers := self._blockers(leaf, job.charge, usage):
             deepest: dict[str, str] = {}  # resource -> its blocker nearest the leaf
             for b in blockers:  # in path order, the leaf first
@@ -438,10 +438,25 @@ class AdmissionPass:
             if not any(victim.job.charge.get(resource) for node, resource in short
                        if node in self._paths[other]):
                 continue  # holds none of what is short: blockers only shrink, so never
-            for key in self._paths[other]:
-                usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
-            victims.append(victim)
-        return tuple(victims)
+            self._move_charge(usage, other, victim.job.charge, -1)
+            victims.append((victim, other))
+        # As Kueue's fill-back: a victim taken before a later, larger one may not be needed
+        # once that one goes. Each (the last aside, newest first) is kept when the job still
+        # fits without its quota.
+        kept: set[str] = set()
+        for victim, other in reversed(victims[:-1]):
+            self._move_charge(usage, other, victim.job.charge, 1)
+            if self._blockers(leaf, job.charge, usage):
+                self._move_charge(usage, other, victim.job.charge, -1)
+            else:
+                kept.add(victim.job.key)
+        return tuple(v for v, _ in victims if v.job.key not in kept)
+
+    def _move_charge(self, usage: dict[str, Mapping[str, int]], leaf_key: str,
+                     charge: Amounts, sign: int) -> None:
+        """Add (or with ``sign`` -1 take away) ``charge`` at a leaf and its ancestors."""
+        for key in self._paths[leaf_key]:
+            usage[key] = add(usage[key], {k: sign * v for k, v in charge.items()})
 
     def _above_min(self, key: str, usage: Mapping[str, Mapping[str, int]]) -> bool:
         """Whether the leaf uses more than its min of any resource (jobs aside)."""

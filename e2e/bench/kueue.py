@@ -13,9 +13,12 @@ workload is a one-replica PyTorchJob asking for the workload's CPUs, at the work
 workload set as Kueue's generator does (sleep, then create). The hub (``python -m fleet.hub``,
 webhooks on) places them on simulated members (:mod:`e2e.bench.members`: the agents' own
 reporter, Work status and PyTorchJob reconcile code, far more CPU than the quota) where each
-runs for the workload's runtime counted from Running. Time to admission is create → bound
-(quota admitted and placed, the placement the hub writes on the job, seen by a watch); wall
-time runs from the hub's start to the last job seen finished on the hub.
+runs for the workload's runtime counted from Running. Time to admission is measured as
+Kueue's runner measures its own (its recorder): from the job's first event on the bench's
+watch to the first event showing it bound (quota admitted and placed, the placement the hub
+writes on the job), so that neither the create request nor the watch's lag is in either
+side's figure; from the create request to bound is said too. Wall time runs from the hub's
+start to the last job seen finished on the hub.
 
 Client rate limits: fleet's hub has none; minimalkueue sets 50 QPS / burst 100 in code, so the
 side by side runs ``minimalkueue-unlimited`` (the same program with that limit removed, see
@@ -270,14 +273,16 @@ class Ledger:
         with self.lock:
             self.moves.append((version, key, SUCCEEDED))
 
-    def cohort_peaks(self) -> dict[str, int]:
+    def cohort_peaks(self, limit: int | None = None) -> dict[str, int]:
         """The most CPUs each cohort's jobs held at once: a job holds from its bind to its
         eviction, its finish on the hub or its members' report that it succeeded, whichever
-        comes first."""
+        comes first. When a cohort first holds more than ``limit``, says which jobs held it
+        and each one's moves (an over-commit, or the ledger's misreading of one)."""
         use: dict[str, int] = defaultdict(int)
         peaks: dict[str, int] = defaultdict(int)
         holding: set[str] = set()
         over: set[str] = set()  # released for the placement it holds (done or succeeded)
+        told: set[str] = set()
         with self.lock:
             moves = sorted(self.moves, key=lambda m: (m[0], m[2] == BOUND))
         for _, key, what in moves:  # (at one version, releases first)
@@ -286,6 +291,9 @@ class Ledger:
                 holding.add(key)
                 use[cohort] += self.size.get(key, 0)
                 peaks[cohort] = max(peaks[cohort], use[cohort])
+                if limit is not None and use[cohort] > limit and cohort not in told:
+                    told.add(cohort)
+                    self._tell_over(cohort, use[cohort], holding, moves)
                 continue
             if what == UNBOUND:
                 over.discard(key)  # placed again later, it holds again
@@ -295,6 +303,25 @@ class Ledger:
                 holding.discard(key)
                 use[cohort] -= self.size.get(key, 0)
         return dict(peaks)
+
+
+    def _tell_over(self, cohort: str, held: int, holding: set[str],
+                   moves: list[tuple[int, str, str]]) -> None:
+        mine = sorted(k for k in holding if k.rsplit("-cohort-", 1)[-1] == cohort)
+        say(f"fleet: cohort {cohort} held {held} CPUs; its holders and their moves "
+            "(resourceVersion, what):")
+        for key in mine:
+            said = [f"{v} {w}" for v, k, w in moves if k == key]
+            say(f"  {key} ({self.size.get(key, 0)}): " + ", ".join(_deduplicated(said)))
+
+
+def _deduplicated(items: list[str]) -> list[str]:
+    """Runs of one item said once (a watch repeats a job's state with each version)."""
+    out: list[str] = []
+    for item in items:
+        if not out or out[-1].split(" ", 1)[1] != item.split(" ", 1)[1]:
+            out.append(item)
+    return out
 
 
 BOUND, UNBOUND, DONE, SUCCEEDED = "bound", "unbound", "done", "succeeded"
@@ -463,19 +490,23 @@ def segments(ledger: Ledger, trace: dict[str, dict[str, float]]) -> dict[str, fl
 
 
 def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outcome:
-    peaks = ledger.cohort_peaks()
+    peaks = ledger.cohort_peaks(limit=config.nominal * config.queues)
     with ledger.lock:
         end = max(ledger.finished.values(), default=time.monotonic())
         wall = end - started
         waits: dict[str, list[float]] = defaultdict(list)
+        requested: dict[str, list[float]] = defaultdict(list)
         for key, at in ledger.first_bound.items():
-            waits[ledger.klass[key]].append(at - ledger.created[key])
+            waits[ledger.klass[key]].append(at - ledger.first_seen.get(key, at))
+            requested[ledger.klass[key]].append(at - ledger.created[key])
         used = sum(ledger.size[key] * held for key, held in ledger.held.items())
         unfinished = config.jobs - len(ledger.finished)
         peak = max(peaks.values(), default=0) / (config.nominal * config.queues)
         beyond = [at - ledger.first_bound[key] - config.classes[ledger.klass[key]].runtime
                   for key, at in ledger.finished.items()
                   if key in ledger.first_bound and key not in ledger.evicted]
+    say("fleet: average seconds from the create request to bound: " + ", ".join(
+        f"{k} {sum(v) / len(v):.1f}" for k, v in sorted(requested.items())))
     quota = config.nominal * config.queues * config.cohorts
     return Outcome(wall=wall, admission={k: sum(v) / len(v) for k, v in waits.items()},
                    usage=used / (quota * wall) if wall else 0.0, evictions=ledger.evictions,

@@ -137,24 +137,33 @@ class Dispatcher:
                 p.REQUEUE: None, **(extra or {})}}}, guarded=True, swallow=STALE)
 
     def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
-                     extra: Mapping[str, str] | None = None, tries: int = 3) -> Body | None:
+                     extra: Mapping[str, str] | None = None) -> Body | None:
+        """Mark a bound job to go back to its queue (:meth:`requeue_mark`); the job as
+        marked, or None."""
+        return self.requeue_mark(job, adapter, reason, extra)[0]
+
+    def requeue_mark(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
+                     extra: Mapping[str, str] | None = None, tries: int = 3
+                     ) -> tuple[Body | None, bool]:
         """Mark a bound job to go back to its queue; its Works are deleted next. Guarded by
         the version decided on, and again by a newer one as long as the job is still bound
         as decided (its status written meanwhile): the quota it held may already be given
         to another job, so a preemption lost to a status write would leave the tree above
-        its max. The job as marked; None when it ended, was unbound or bound again since."""
+        its max. The job as marked (None when it ended, was unbound or bound again since),
+        and whether it still holds the quota it held when decided on (not marked: it
+        changed ``tries`` times over)."""
         patch = {"metadata": {"annotations": {p.REQUEUE: reason, **(extra or {})}}}
         meta = job["metadata"]
         for _ in range(tries):
             marked = self._patch(adapter.resource, job, patch, guarded=True, swallow=STALE)
             if marked is not None:
-                return marked
+                return marked, False
             current = self.kube.get_or_none(adapter.resource, meta["name"], meta["namespace"])
             if current is None or not still_bound_as(job, current) \
                     or adapter.is_finished(current):
-                return None
+                return None, False
             job = current
-        return None
+        return None, True
 
     def resize(self, job: Mapping[str, Any], adapter: KindAdapter, placement: str,
                clusters: Sequence[str], mark: str) -> Body | None:

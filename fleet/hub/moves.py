@@ -75,12 +75,13 @@ class Moves:
 
     # -- preemption -------------------------------------------------------------------------
     def preempt(self, intent: Requeue, victim: Body, adapter: KindAdapter,
-                claimant: Body | None) -> None:
+                claimant: Body | None) -> bool:
         """A quota reclaim: the victim goes back to its queue (in the cache at once: the
-        passes count its quota as given back from now on)."""
-        marked = self.dispatcher.mark_requeue(victim, adapter, intent.reason)
+        passes count its quota as given back from now on). Whether its quota is given back:
+        marked, or ended (or unbound) since it was decided on."""
+        marked, holding = self.dispatcher.requeue_mark(victim, adapter, intent.reason)
         if marked is None:
-            return
+            return not holding
         self.cache.upsert("jobs", marked)
         metrics.PREEMPTIONS.labels("reclaim").inc()
         self.dispatcher.event(victim, "Preempted", intent.reason, "Warning")
@@ -88,6 +89,7 @@ class Moves:
             self.dispatcher.event(claimant, "Reclaimed",
                                   f"preempted {JobKey(intent.job).display} to reclaim quota")
         log.info("preempted %s for %s", intent.job, intent.claimant)
+        return True
 
     def preempt_for(self, intent: Preempt, preemptor: Body,
                     job: Callable[[str], Body | None]) -> None:

@@ -232,8 +232,9 @@ class Writer:
         others."""
         moving: dict[str, list[Intent]] = {}
         # A reclaim's requeue lands before any later bind of the pass is sent: those binds
-        # may spend the quota it frees, and the tree is never seen above its max.
-        reclaims: list[Future[object]] = []
+        # may spend the quota it frees. One that did not land (its victim changed, finished
+        # or could not be written) abandons them: the tree is never above its max.
+        reclaims: list[Future[bool]] = []
         for intent in intents:
             if isinstance(intent, QueueReport):
                 continue  # (fleet.hub.reporting publishes the Queues)
@@ -263,15 +264,16 @@ class Writer:
                     self._off_pass(self._pool, targets, self._move, key, moves, job, ctx)
 
     def _reclaim(self, intent: Requeue, moves: Sequence[Intent], job: Body,
-                 ctx: PassContext) -> Future[object]:
+                 ctx: PassContext) -> Future[bool]:
         """A reclaim's requeue (and the job's moves before it), off the pass; until it
-        lands, the job holds no quota in the passes' view (:meth:`reclaiming`)."""
+        lands, the job holds no quota in the passes' view (:meth:`reclaiming`). Its result:
+        whether the victim's quota was given back."""
         with self._lock:
             self._reclaiming.add(intent.job)
-        future = cast("Future[object]", self._off_pass(
-            self._pool, _written_by(moves, job, ctx), self._move, intent.job, moves, job, ctx))
+        future = self._off_pass(self._pool, _written_by(moves, job, ctx), self._requeue,
+                                intent, moves, job, ctx)
 
-        def landed(_: Future[object]) -> None:
+        def landed(_: Future[bool]) -> None:
             with self._lock:
                 self._reclaiming.discard(intent.job)
 
@@ -291,13 +293,28 @@ class Writer:
         if status is not None:
             self._off_pass(self._waits, [job], self._told, why.job, job, adapter, status)
 
-    def _move(self, key: str, moves: Sequence[Intent], job: Body, ctx: PassContext) -> None:
+    def _move(self, key: str, moves: Sequence[Intent], job: Body, ctx: PassContext) -> bool:
+        """Write a job's moves in order; whether all were written."""
         for intent in moves:
             try:
                 self.write_one(intent, job, ctx)
             except Exception as exc:
                 self.failures.failed(key, f"{type(intent).__name__} not written for", exc)
-                return  # the next in order may depend on it: the next pass decides again
+                return False  # the next in order may depend on it: the next pass decides
+        return True
+
+    def _requeue(self, intent: Requeue, moves: Sequence[Intent], job: Body,
+                 ctx: PassContext) -> bool:
+        """A reclaim's victim's earlier moves, then its requeue; whether its quota was
+        given back."""
+        if not self._move(intent.job, moves[:-1], job, ctx):
+            return False
+        try:
+            return self.moves.preempt(intent, job, adapter_for(job["apiVersion"], job["kind"]),
+                                      ctx.job(intent.claimant))
+        except Exception as exc:
+            self.failures.failed(intent.job, "Requeue not written for", exc)
+            return False
 
     def _told(self, key: str, job: Body, adapter: KindAdapter, status: Body) -> None:
         try:
@@ -334,8 +351,9 @@ class Writer:
                 self.dispatcher.delete_job(job, adapter)
 
     def start_bind(self, bind: Bind, job: Body, ctx: PassContext,
-                   after: Sequence[Future[object]] = ()) -> None:
-        """Write the bind in the background, once the writes ``after`` have landed."""
+                   after: Sequence[Future[bool]] = ()) -> None:
+        """Write the bind in the background, once the reclaims ``after`` have landed; not
+        at all when one of them did not."""
         spent: dict[str, list[Resources]] = {}
         for cluster, requests in bind.spent:
             spent.setdefault(cluster, []).extend(requests)
@@ -354,12 +372,15 @@ class Writer:
             self._bind_started.wait_for(lambda: self._queued_binds < below, timeout)
 
     def _bind(self, bind: Bind, job: Body, snap: Snapshot,
-              after: Sequence[Future[object]] = ()) -> None:
+              after: Sequence[Future[bool]] = ()) -> None:
         with self._bind_started:
             self._queued_binds -= 1
             self._bind_started.notify_all()
         try:
             wait(after)
+            if not all(reclaim.result() for reclaim in after):
+                log.info("bind of %s abandoned: a reclaim it may spend did not land", bind.job)
+                return
             self.binder.bind(bind, self.after_writes(job), snap)
         except NotLeading:
             log.info("bind of %s abandoned: this replica no longer leads", bind.job)

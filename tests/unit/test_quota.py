@@ -379,3 +379,16 @@ def test_a_blocker_says_its_amounts_as_a_person_reads_them() -> None:
         "quota root/a: cpu used 1500m + requested 20 > max 21"
     assert str(Blocker("root/a", "memory", 2**31, 2**30, 3 * 2**30 - 1)) == \
         f"quota root/a: memory used 2Gi + requested 1Gi > max {3 * 2**30 - 1}"
+
+
+def test_a_reclaim_gives_back_a_victim_a_later_one_makes_unneeded() -> None:
+    """As Kueue's fill-back: victims are taken newest first until the claim fits; one taken
+    before a larger one that alone makes room is not preempted."""
+    root, policies = two_teams()
+    held = [Holding(job("old", "team-a", gpus=4), "2026-01-01T00:01:01Z"),
+            Holding(job("big", "team-a", gpus=3), "2026-01-01T00:01:02Z"),
+            Holding(job("new", "team-a", gpus=1), "2026-01-01T00:01:03Z")]
+    claim = job("b0", "team-b", gpus=3, created="2026-01-01T00:02:00Z")
+    verdict = AdmissionPass(root, held, [claim], policies).check(claim)
+    assert verdict.fits
+    assert [v.job.key for v in verdict.victims] == ["PyTorchJob/team-a/big"]

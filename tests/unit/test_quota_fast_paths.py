@@ -102,6 +102,13 @@ class PlainPass(AdmissionPass):
                 usage[key] = add(usage[key], {k: -v for k, v in victim.job.charge.items()})
             members[other.key] = [h for h in members[other.key] if h is not victim]
             victims.append(victim)
+        for victim in reversed(victims[:-1]):  # the fill-back, newest taken first
+            paths = self._paths[self.leaf(victim.job).key]  # type: ignore[union-attr]
+            restored = {k: add(v, victim.job.charge) if k in paths else v
+                        for k, v in usage.items()}
+            if not self._blockers(leaf, job.charge, restored):
+                usage = restored
+                victims.remove(victim)
         return tuple(victims)
 
 
