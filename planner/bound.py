@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from planner.intents import (
+    Completed,
     Dispatch,
     Expire,
     FailOver,
@@ -19,7 +20,8 @@ from planner.reserving import reserving, settle_reservation
 from planner.view import JobView, PassView, Stage, WorkView
 from propagation.failover import ShareHealth, decide_failover
 
-RUNNING_STATES = ("Running", "Succeeded")
+SUCCEEDED = "Succeeded"
+RUNNING_STATES = ("Running", SUCCEEDED)
 TICK = 0.01  # past a deadline, not on it: a toleration is exceeded strictly
 
 
@@ -91,13 +93,27 @@ def finalize(job: JobView, view: PassView) -> list[Intent]:
 
 def finish_requeue(job: JobView, view: PassView) -> list[Intent]:
     """A preempted or failed-over job: once its Works are gone it is unbound and waits in
-    its queue again (its quota was released when it was marked)."""
+    its queue again (its quota was released when it was marked). One that every member
+    reported succeeded (it ended before the requeue reached them, its Works going or not)
+    ran: it is completed, never run again (and one whose finished status was written for
+    that, its mark not yet taken off, too)."""
+    if job.finished or _ran_to_success(job):
+        return [Completed(job.key, f"its members reported it succeeded before its requeue "
+                                   f"({job.requeue_reason}) reached them: not run again")]
     if job.works:
         return [RemoveWorks(job.key, tuple(
             WorkRemoval(w.name, delete=not w.deleting,
                         drop_agent_finalizer=_lost(view, w.cluster)) for w in job.works),
             f"requeued: {job.requeue_reason}")]
     return [Unbind(job.key, job.requeue_reason)]
+
+
+def _ran_to_success(job: JobView) -> bool:
+    """Every share of its placement reported succeeded, by a Work still here or gone."""
+    succeeded = {w.cluster for w in (*job.works, *job.ended) if w.state == SUCCEEDED}
+    running = {w.cluster for w in job.works if w.state != SUCCEEDED}
+    shares = {s.cluster for s in job.placement} or {w.cluster for w in job.works}
+    return bool(shares) and shares <= succeeded and not running
 
 
 def sweep_evicting(job: JobView, view: PassView) -> list[Intent]:

@@ -195,6 +195,16 @@ class Unbind:
 
 
 @dataclass(frozen=True)
+class Completed:
+    """A requeued job that every member reported succeeded: its requeue reached them too
+    late. It keeps its placement, takes its members' word as its status and never runs
+    again (its quota was released when it was marked)."""
+
+    job: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Release:
     """A deleted job's Works are gone: let its deletion finish (drop the dispatch finalizer)."""
 
@@ -224,7 +234,7 @@ class QueueReport:
 
 
 Intent = (Bind | Commit | RollBack | Dispatch | Wait | Requeue | Preempt | Grow | Shrink
-          | FailOver | RemoveWorks | Unbind | Release | Expire | QueueReport)
+          | FailOver | RemoveWorks | Unbind | Completed | Release | Expire | QueueReport)
 
 
 def share_requests(demand: JobDemand, decision: Decision

@@ -108,6 +108,8 @@ class JobView:
     placement: tuple[ClusterShare, ...] = ()
     works: tuple[WorkView, ...] = ()  # of its current placement
     evicting: tuple[WorkView, ...] = ()  # left on members it failed over from
+    # a requeued job's Works deleted after reporting their share succeeded
+    ended: tuple[WorkView, ...] = ()
     avoid: tuple[str, ...] = ()  # members it failed over from (its next placement avoids them)
     failed_over_at: float | None = None  # when it failed over from members it avoids
     requeue_reason: str = ""

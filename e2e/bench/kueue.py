@@ -34,7 +34,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,7 @@ class Outcome:
     # the jobs never evicted
     overhead: float = 0.0
     peak: float = 0.0  # the most any cohort held at once, as a fraction of its max
+    twice: int = 0  # jobs whose pods ran to success more than once on the members
 
 
 def kueue_binaries() -> Path:
@@ -399,7 +400,11 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
                 creator.result()
         cpu = say_where_it_went(fleet, hub, sim, ledger, config, cpu_before, writes_before,
                                 webhooks_before)
-        return outcome(ledger, config, started, cpu)
+        twice = sorted(k for k, n in sim.successes.items() if n > 1)
+        if twice:
+            say(f"fleet: {len(twice)} jobs ran to success more than once: "
+                + ", ".join(twice[:10]))
+        return replace(outcome(ledger, config, started, cpu), twice=len(twice))
     finally:
         stop.set()
         if sim is not None:
@@ -556,6 +561,8 @@ def run(workdir: Path, *, config_name: str = "baseline", scale: float = 1.0,
                           kueue.cpu, "s", False))
     results.append(Result(f"bound -> finished beyond the runtime, {what}, fleet",
                           ours.overhead, "s", ""))
+    results.append(Result(f"jobs run to success more than once, {what}, fleet", ours.twice,
+                          "jobs", "<= 0", note="on the simulated members"))
     results.append(Result(f"most quota a cohort held at once, of its max, {what}, fleet",
                           100 * ours.peak, "%", "<= 100",
                           note="as the hub's watch shows bound, unfinished jobs"))

@@ -258,8 +258,10 @@ class Member:
             self.reconcile(current)
 
     def forget(self, work: Body) -> None:
-        """The hub deleted the Work: the member job goes and the agent's finalizer with it."""
-        with self.jobs:
+        """The hub deleted the Work: its last state is reported (as the agent does), then
+        the member job goes and the agent's finalizer with it."""
+        with self.jobs:  # (its pods do not end between the report and the purge)
+            self.sync.status.report([work["metadata"]["name"]])
             self._purge(work)
         finalizers = [f for f in work["metadata"].get("finalizers") or []
                       if f != AGENT_FINALIZER]
@@ -343,6 +345,9 @@ class Fleet:
         # pods ran, they ended, and the report saying so was written: where a job's time
         # between its bind and its end on the hub goes.
         self.trace: dict[str, dict[str, float]] = defaultdict(dict)
+        # Per hub job, how often its pods ran to success here: more than once, the job was
+        # run twice (an invariant: never)
+        self.successes: dict[str, int] = defaultdict(int)
 
     def gpus(self) -> int:
         return sum(int(n["status"]["allocatable"].get(GPU, "0"))
@@ -443,11 +448,14 @@ class Fleet:
                 self.trace[hub_job(work)].setdefault("running", time.monotonic())
 
         def done() -> None:
-            current, _ = member.state.stores.read(key_of(job))
-            if current is not None and current["metadata"]["uid"] == member_uid(work):
+            with member.jobs:  # (a purge comes before or after, never in between)
+                current, _ = member.state.stores.read(key_of(job))
+                if current is None or current["metadata"]["uid"] != member_uid(work):
+                    return
                 member.run_pods(current, "Succeeded")
-                self.trace[hub_job(work)].setdefault("done", time.monotonic())
-                self.succeeded += 1
+            self.trace[hub_job(work)].setdefault("done", time.monotonic())
+            self.succeeded += 1
+            self.successes[hub_job(work)] += 1
 
         now = time.monotonic()
         self.timeline.at(now + self.start_delay, running)

@@ -532,6 +532,9 @@ def is_applied(work: Mapping[str, Any]) -> bool:
     return bool((work.get("status") or {}).get("applied"))
 
 
+SUCCEEDED = "Succeeded"  # the work_state of a share that ran to its end
+
+
 def work_state(work: Mapping[str, Any], default: str = "Pending") -> str:
     """The member job's one-word state a Work reports (``default`` before any)."""
     return str((work.get("status") or {}).get("state") or default)

@@ -67,6 +67,9 @@ class Snapshot:
     heard: Mapping[str, float] = field(default_factory=dict)
     reported: Mapping[str, float] = field(default_factory=dict)
     taken: float = 0.0  # when the snapshot was taken, on the same clock
+    # Per requeued job (uid), the Works of its placement deleted after they reported it
+    # succeeded: its requeue came too late, and they are the members' last word on it.
+    ended_by_job: Mapping[str, tuple[Body, ...]] = field(default_factory=dict)
 
     def heard_at(self, cluster: str, now: datetime) -> datetime | None:
         """When the hub last heard ``cluster``'s agent, on the clock ``now`` reads."""
@@ -95,6 +98,11 @@ class Snapshot:
     def evicting_of(self, job_uid: str) -> list[Body]:
         """Works left on clusters the job failed over from, kept until it runs elsewhere."""
         return list(self.works_by_job.get((job_uid, True), ()))
+
+    def ended_of(self, job_uid: str) -> list[Body]:
+        """Works of a requeued job deleted after reporting it succeeded (their last
+        versions)."""
+        return list(self.ended_by_job.get(job_uid, ()))
 
 
 CONTEXT = (POLICIES, CLUSTER_POLICIES, PRIORITY_CLASSES, QUOTA_TREES, QUEUES)
@@ -156,6 +164,7 @@ class Cache:
     clock: Callable[[], float] = time.monotonic
     _heard: Heard = field(default_factory=dict)  # (member, source) -> what, when
     _intern: Interner = field(default_factory=Interner)  # one copy of what objects repeat
+    _ended: dict[str, tuple[Body, ...]] = field(default_factory=dict)  # Snapshot.ended_of
 
     @staticmethod
     def key(body: Mapping[str, Any]) -> Key:
@@ -175,8 +184,11 @@ class Cache:
                 return  # our own write already came back newer than this watch event
             self._stores[store][key] = item
             if store == JOBS:
-                self._job_keys[str(item["metadata"].get("uid", ""))] = key
+                uid = str(item["metadata"].get("uid", ""))
+                self._job_keys[uid] = key
                 self._named[JobKey.of_body(item)] = key
+                if not _requeued(item):
+                    self._ended.pop(uid, None)
             elif store == WORKS:
                 if old is not None:
                     self._unindex(old)
@@ -207,14 +219,27 @@ class Cache:
                 if uid:
                     self._dirty.gone.add(str(uid))
                     self._job_keys.pop(str(uid), None)
+                    self._ended.pop(str(uid), None)
                 self._named.pop(JobKey.of_body(body), None)
             elif store == WORKS and gone is not None:
                 self._unindex(gone)
+                self._keep_if_ended(gone)
             elif store == CLUSTERS:
                 name = str((body.get("metadata") or {}).get("name", ""))
                 for source in ("lease", "status", "capacity"):
                     self._heard.pop((name, source), None)
         self._changed.set()
+
+    def _keep_if_ended(self, work: Body) -> None:
+        """A Work gone after reporting its share succeeded, of a job being requeued: kept
+        (until the job is no longer requeued) as the members' word that it ended."""
+        uid, evicting = _slot(work)
+        key = self._job_keys.get(uid)
+        job = self._stores[JOBS].get(key) if key is not None else None
+        if evicting or job is None or not _requeued(job) or \
+                protocol.work_state(work) != protocol.SUCCEEDED:
+            return
+        self._ended[uid] = (*self._ended.get(uid, ()), work)
 
     def _index(self, work: Body) -> None:
         slot = _slot(work)
@@ -277,10 +302,11 @@ class Cache:
             works = dict(self._works_by_job)
             heard = _latest(self._heard, ("lease", "status"))
             reported = _latest(self._heard, ("capacity",))
+            ended = dict(self._ended)
         return Snapshot(copies[JOBS], copies[POLICIES], copies[CLUSTER_POLICIES],
                         copies[CLUSTERS], copies[WORKS], copies[QUOTA_TREES], copies[QUEUES],
                         copies[PRIORITY_CLASSES], copies[HEARTBEATS], keys, named, works,
-                        heard, reported, self.clock())
+                        heard, reported, self.clock(), ended)
 
     def wait_for_change(self, timeout: float) -> None:
         self._changed.wait(timeout)
@@ -288,6 +314,10 @@ class Cache:
 
     def poke(self) -> None:
         self._changed.set()
+
+
+def _requeued(job: Mapping[str, Any]) -> bool:
+    return protocol.REQUEUE in ((job.get("metadata") or {}).get("annotations") or {})
 
 
 def _slot(work: Mapping[str, Any]) -> tuple[str, bool]:

@@ -136,6 +136,12 @@ class Dispatcher:
                 p.PLACEMENT: None, p.CLUSTERS: None, p.ADMITTED_AT: None, p.ADMITTED_BY: None,
                 p.REQUEUE: None, **(extra or {})}}}, guarded=True, swallow=STALE)
 
+    def unmark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter) -> Body | None:
+        """Take a requeue (and the preemption it was for) off a job that stays placed;
+        guarded by the version read. None when it changed since."""
+        return self._patch(adapter.resource, job, {"metadata": {"annotations": {
+            p.REQUEUE: None, p.PREEMPTED_BY: None}}}, guarded=True, swallow=STALE)
+
     def mark_requeue(self, job: Mapping[str, Any], adapter: KindAdapter, reason: str,
                      extra: Mapping[str, str] | None = None) -> Body | None:
         """Mark a bound job to go back to its queue (:meth:`requeue_mark`); the job as

@@ -233,7 +233,8 @@ class JobViews:
                               for r in checks.same_name(job, _lookup(snap))))
         versions = (built_from(job), context.versions, rivals,
                     tuple(wk["metadata"].get("resourceVersion") for wk in snap.works_of(uid)),
-                    tuple(wk["metadata"].get("resourceVersion") for wk in snap.evicting_of(uid)))
+                    tuple(wk["metadata"].get("resourceVersion") for wk in snap.evicting_of(uid)),
+                    len(snap.ended_by_job.get(uid, ())))
         known = self._views.get(uid)
         if known is not None and known[0] == versions:
             return known[1]
@@ -260,6 +261,9 @@ class JobViews:
                        finished=finished,
                        works=tuple(work_view(wk) for wk in snap.works_of(uid)),
                        evicting=tuple(work_view(wk) for wk in snap.evicting_of(uid)))
+        if stage is Stage.REQUEUED:  # whether it ended before its requeue reached it
+            return replace(view, placement=w.placement_of(job),
+                           ended=tuple(work_view(wk) for wk in snap.ended_of(uid)))
         if stage is Stage.BOUND:
             ttl = adapter.ttl(job) if finished else None
             done = seconds((job.get("status") or {}).get("completionTime"))

@@ -18,13 +18,14 @@ from fleet.hub import works as w
 from fleet.hub.binder import Binder
 from fleet.hub.cache import Body, Cache, Snapshot
 from fleet.hub.dispatch import Dispatcher, now_text
-from fleet.hub.hub_writes import HubWrite
-from fleet.hub.status_mirror import resized_shares
+from fleet.hub.hub_writes import HubWrite, WriteStatus
+from fleet.hub.status_mirror import resized_shares, status_writes
 from fleet.hub.telling import Telling
 from fleet.kinds import adapter_for
 from fleet.kinds.base import KindAdapter
 from planner.intents import (
     Commit,
+    Completed,
     Dispatch,
     FailOver,
     Grow,
@@ -175,6 +176,25 @@ class Moves:
                 going = self.dispatcher.delete_work(work) and going
         if intent.release and going:
             self.dispatcher.release(job, adapter)
+
+    def completed(self, intent: Completed, job: Body, adapter: KindAdapter,
+                  works: Mapping[str, Body]) -> None:
+        """A requeued job its members reported succeeded: their word becomes its status
+        first (from then on it is finished, and never placed again whatever happens
+        next), then its requeue mark comes off; the next pass retries what did not land."""
+        if not adapter.is_finished(job):
+            said = status_writes(job, adapter, list(works.values()), now_text(),
+                                 datetime.now(UTC))
+            self.carry_out([write for write in said or [] if isinstance(write, WriteStatus)])
+            job = self.cache.snapshot_job(Cache.key(job)) or job
+            if not adapter.is_finished(job):
+                return
+        unmarked = self.dispatcher.unmark_requeue(job, adapter)
+        if unmarked is None:
+            return
+        self.cache.upsert("jobs", unmarked)
+        self.dispatcher.event(unmarked, "Completed", intent.reason)
+        log.info("completed %s: %s", intent.job, intent.reason)
 
     def unbind(self, intent: Unbind, job: Body, adapter: KindAdapter) -> None:
         """A requeued job whose Works are gone waits in its queue again. One that ran (not

@@ -148,7 +148,11 @@ def resized_shares(job: Body, adapter: KindAdapter, placement: list[dict[str, An
 def status_writes(job: Body, adapter: KindAdapter, works: Sequence[Body], stamp: str,
                   now: datetime) -> list[HubWrite] | None:
     """The job's status from its Works' reports, when it changed; a member failure also
-    said once in an event. None while its status waits for its members' first report."""
+    said once in an event. None while its status waits for its members' first report. A
+    finished job whose Works are gone (completed as its requeue landed) keeps its members'
+    last word."""
+    if not works and adapter.is_finished(job):
+        return []
     current = job.get("status") or {}
     clusters = sorted({wk["spec"]["placement"]["cluster"] for wk in works}) \
         or current.get("clusters", [])

@@ -35,6 +35,7 @@ from fleet.kinds.base import InvalidJob, KindAdapter
 from planner.intents import (
     Bind,
     Commit,
+    Completed,
     Dispatch,
     Expire,
     FailOver,
@@ -59,7 +60,7 @@ T = TypeVar("T")
 # The moves a busy queue makes pass after pass (reclaims, priority preemptions), written off
 # the pass: written in it, a pass that preempted a few dozen jobs took seconds, and no job was
 # placed meanwhile. (The rarer moves, failover and resizes among them, stay in the pass.)
-OFF_PASS = (Requeue, Preempt, Unbind, RemoveWorks)
+OFF_PASS = (Requeue, Preempt, Unbind, RemoveWorks, Completed)
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,10 @@ class Writer:
                 moves.remove_works(intent, ctx.works(job), job, adapter)
             case Unbind():
                 moves.unbind(intent, job, adapter)
+            case Completed():  # the Works gone after saying so have the last word too
+                ended = ctx.snap.ended_of(job["metadata"]["uid"])
+                moves.completed(intent, job, adapter,
+                                {**{work_key(wk): wk for wk in ended}, **ctx.works(job)})
             case Release():
                 self.dispatcher.release(job, adapter)
             case Expire():

@@ -137,3 +137,26 @@ def test_interning_gives_each_value_and_leaves_the_earlier_ones_alone(values: li
         assert as_json(held[-1]) == as_json(value)
         assert [as_json(h) for h in held[:-1]] == before
     assert all(isinstance(h, FrozenDict) for h in held if isinstance(h, dict))
+
+
+def test_a_requeued_jobs_work_gone_after_saying_it_succeeded_is_kept_as_its_last_word() -> None:
+    """Its requeue came too late: the planner completes it rather than run it again
+    (planner.bound.finish_requeue), so the cache keeps the Work's last version until the job
+    is no longer being requeued."""
+    cache = Cache()
+    requeued = job(1)
+    requeued["metadata"]["annotations"] = {"fleet.sh/requeue": "reclaimed"}
+    cache.upsert(JOBS, requeued)
+    cache.upsert(WORKS, work(2, "Running"))
+    cache.remove(WORKS, work(2, "Running"))
+    assert cache.snapshot().ended_of("u1") == []  # stopped before it ended: nothing to keep
+    cache.upsert(WORKS, work(3, "Succeeded"))
+    cache.remove(WORKS, work(3, "Succeeded"))
+    [kept] = cache.snapshot().ended_of("u1")
+    assert kept["status"]["state"] == "Succeeded"
+    cache.upsert(JOBS, job(4))  # its mark taken off (completed, or unbound): forgotten
+    assert cache.snapshot().ended_of("u1") == []
+    cache.upsert(JOBS, job(1))
+    cache.upsert(WORKS, work(5, "Succeeded"))
+    cache.remove(WORKS, work(5, "Succeeded"))  # a job not being requeued: nothing kept
+    assert cache.snapshot().ended_of("u1") == []

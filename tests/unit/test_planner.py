@@ -7,6 +7,7 @@ from dataclasses import replace
 from planner import PassView, plan_pass
 from planner.intents import (
     Bind,
+    Completed,
     Dispatch,
     Expire,
     FailOver,
@@ -159,6 +160,28 @@ def test_a_requeued_job_waits_for_its_works_then_unbinds() -> None:
     [remove] = plan_pass(view(job)).intents
     assert isinstance(remove, RemoveWorks)
     assert plan_pass(view(replace(job, works=()))).intents == (Unbind(job.key, "preempted"),)
+
+
+def test_a_requeued_job_its_members_reported_succeeded_is_completed_never_run_again() -> None:
+    """The requeue (a reclaim, say) was decided before the job's last reports came: it had
+    ended. Its Works are not taken away to run it again; going already, they still say so."""
+    works = (WorkView("m-a/w", "a", state="Succeeded"), WorkView("m-b/w", "b", state="Running"))
+    job = bound("j", works, stage=Stage.REQUEUED, requeue_reason="reclaimed")
+    [remove] = plan_pass(view(job)).intents
+    assert isinstance(remove, RemoveWorks)  # one share still runs: the requeue goes on
+    ended = tuple(replace(w, state="Succeeded", deleting=i == 0) for i, w in enumerate(works))
+    [completed] = plan_pass(view(replace(job, works=ended))).intents
+    assert isinstance(completed, Completed)
+    assert "(reclaimed)" in completed.reason
+    # its Works gone after saying so (the cache keeps their last word): completed too; one
+    # share's word alone is not the gang's
+    gone = plan_pass(view(replace(job, works=(), ended=ended))).intents
+    assert isinstance(gone[0], Completed)
+    assert plan_pass(view(replace(job, works=(), ended=ended[:1]))).intents == (
+        Unbind(job.key, "reclaimed"),)
+    # its status said so, its mark not yet off, its Works gone: never unbound to wait again
+    assert isinstance(plan_pass(view(replace(job, works=(), finished=True))).intents[0],
+                      Completed)
 
 
 def test_missing_works_are_dispatched_and_a_finished_job_expires() -> None:

@@ -105,6 +105,9 @@ class WorkSync:
             return
         try:
             if work["metadata"].get("deletionTimestamp"):
+                # its last state first: a job that ended before its Work was deleted (a
+                # requeue that came too late) is said to have, and the hub never runs it again
+                self.status.report([name])
                 self.remover.purge(work)
                 self._forget(name, wholly=False)
             elif self.applier.is_applied(work):
