@@ -49,7 +49,7 @@ from e2e.bench.webhooks import without_webhook
 from e2e.jobs import seed_pytorchjob
 from e2e.localfleet import HUB, LocalFleet
 from e2e.localfleet.kwok import Binaries
-from fleet.api.protocol import PLACEMENT, REQUEUE
+from fleet.api.protocol import PLACEMENT, REQUEUE, placement_generation
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
@@ -238,6 +238,9 @@ class Ledger:
     finished: dict[str, float] = field(default_factory=dict)
     evictions: int = 0
     evicted: set[str] = field(default_factory=set)
+    # placement generation each job lost its placement at: placed again at the same one, the
+    # requeue was taken back (its members had reported it succeeded): no eviction
+    lost_at: dict[str, int] = field(default_factory=dict)
     # What held quota when, replayed in the API server's order (its resourceVersions: one
     # order over jobs and Works, whichever watch delivered first): (version, job, what).
     moves: list[tuple[int, str, str]] = field(default_factory=list)
@@ -251,11 +254,14 @@ class Ledger:
         done = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
                    for c in (body.get("status") or {}).get("conditions") or [])
         version = int(meta.get("resourceVersion") or 0)
+        generation = placement_generation(meta)
         with self.lock:
             self.first_seen.setdefault(key, now)
             self.moves.append((version, key, BOUND if placed else UNBOUND))
             if done:
                 self.moves.append((version, key, DONE))
+            if placed and self.lost_at.pop(key, None) == generation:
+                self.evictions -= 1  # completed, not evicted
             if placed and key not in self.bound and key not in self.finished:
                 self.bound[key] = now
                 self.first_bound.setdefault(key, now)
@@ -263,6 +269,7 @@ class Ledger:
                 self.held[key] += now - self.bound.pop(key)
                 self.evictions += 1
                 self.evicted.add(key)
+                self.lost_at[key] = generation
             if done and key not in self.finished:
                 self.finished[key] = now
                 if key in self.bound:
