@@ -233,8 +233,9 @@ class Writer:
         others."""
         moving: dict[str, list[Intent]] = {}
         # A reclaim's requeue lands before any later bind of the pass is sent: those binds
-        # may spend the quota it frees. One that did not land (its victim changed, finished
-        # or could not be written) abandons them: the tree is never above its max.
+        # may spend the quota it frees. One that gave nothing back (its victim changed too
+        # often to be marked, or the write failed) abandons them: the tree is never above
+        # its max.
         reclaims: list[Future[bool]] = []
         for intent in intents:
             if isinstance(intent, QueueReport):
