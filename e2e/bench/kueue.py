@@ -34,7 +34,9 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -312,24 +314,16 @@ class Ledger:
                 use[cohort] -= self.size.get(key, 0)
         return dict(peaks)
 
-
     def _tell_over(self, cohort: str, held: int, holding: set[str],
                    moves: list[tuple[int, str, str]]) -> None:
         mine = sorted(k for k in holding if k.rsplit("-cohort-", 1)[-1] == cohort)
         say(f"fleet: cohort {cohort} held {held} CPUs; its holders and their moves "
             "(resourceVersion, what):")
         for key in mine:
-            said = [f"{v} {w}" for v, k, w in moves if k == key]
-            say(f"  {key} ({self.size.get(key, 0)}): " + ", ".join(_deduplicated(said)))
-
-
-def _deduplicated(items: list[str]) -> list[str]:
-    """Runs of one item said once (a watch repeats a job's state with each version)."""
-    out: list[str] = []
-    for item in items:
-        if not out or out[-1].split(" ", 1)[1] != item.split(" ", 1)[1]:
-            out.append(item)
-    return out
+            # a run of one state said once (the watch repeats it with each version)
+            runs = groupby(((v, w) for v, k, w in moves if k == key), key=itemgetter(1))
+            said = [f"{next(run)[0]} {what}" for what, run in runs]
+            say(f"  {key} ({self.size.get(key, 0)}): " + ", ".join(said))
 
 
 BOUND, UNBOUND, DONE, SUCCEEDED = "bound", "unbound", "done", "succeeded"
@@ -411,7 +405,7 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
         if twice:
             say(f"fleet: {len(twice)} jobs ran to success more than once: "
                 + ", ".join(twice[:10]))
-        return replace(outcome(ledger, config, started, cpu), twice=len(twice))
+        return outcome(ledger, config, started, cpu, twice=len(twice))
     finally:
         stop.set()
         if sim is not None:
@@ -501,7 +495,8 @@ def segments(ledger: Ledger, trace: dict[str, dict[str, float]]) -> dict[str, fl
     return {k: sum(v) / len(v) for k, v in spent.items()}
 
 
-def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outcome:
+def outcome(ledger: Ledger, config: Config, started: float, cpu: float, twice: int = 0
+            ) -> Outcome:
     peaks = ledger.cohort_peaks(limit=config.nominal * config.queues)
     with ledger.lock:
         end = max(ledger.finished.values(), default=time.monotonic())
@@ -523,7 +518,8 @@ def outcome(ledger: Ledger, config: Config, started: float, cpu: float) -> Outco
     return Outcome(wall=wall, admission={k: sum(v) / len(v) for k, v in waits.items()},
                    usage=used / (quota * wall) if wall else 0.0, evictions=ledger.evictions,
                    cpu=cpu, unfinished=unfinished,
-                   overhead=sum(beyond) / len(beyond) if beyond else 0.0, peak=peak)
+                   overhead=sum(beyond) / len(beyond) if beyond else 0.0, peak=peak,
+                   twice=twice)
 
 
 # -- side by side ----------------------------------------------------------------------------

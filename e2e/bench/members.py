@@ -154,6 +154,7 @@ class Member:
         # start and its end (the timeline runs them on a pool) reconciled side by side,
         # the older status could land last, and the job never finished.
         self.jobs = threading.RLock()
+        self.stopping: set[str] = set()  # member job uids whose Work is being purged
 
     # -- the member's job controller, scheduler and kubelet ---------------------------
     def apply(self, work: Body) -> float | None:
@@ -260,9 +261,12 @@ class Member:
     def forget(self, work: Body) -> None:
         """The hub deleted the Work: its last state is reported (as the agent does), then
         the member job goes and the agent's finalizer with it."""
-        with self.jobs:  # (its pods do not end between the report and the purge)
-            self.sync.status.report([work["metadata"]["name"]])
+        with self.jobs:  # from now on its pods never end well (the job is being stopped)
+            self.stopping.add(member_uid(work))
+        self.sync.status.report([work["metadata"]["name"]])
+        with self.jobs:
             self._purge(work)
+            self.stopping.discard(member_uid(work))
         finalizers = [f for f in work["metadata"].get("finalizers") or []
                       if f != AGENT_FINALIZER]
         try:  # (not under the lock: the other jobs' starts and ends do not wait for it)
@@ -448,9 +452,10 @@ class Fleet:
                 self.trace[hub_job(work)].setdefault("running", time.monotonic())
 
         def done() -> None:
-            with member.jobs:  # (a purge comes before or after, never in between)
+            with member.jobs:  # (a purge's report comes before or after, never in between)
                 current, _ = member.state.stores.read(key_of(job))
-                if current is None or current["metadata"]["uid"] != member_uid(work):
+                if current is None or current["metadata"]["uid"] != member_uid(work) \
+                        or member_uid(work) in member.stopping:
                     return
                 member.run_pods(current, "Succeeded")
             self.trace[hub_job(work)].setdefault("done", time.monotonic())

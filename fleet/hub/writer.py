@@ -272,8 +272,8 @@ class Writer:
         whether the victim's quota was given back."""
         with self._lock:
             self._reclaiming.add(intent.job)
-        future = self._off_pass(self._pool, _written_by(moves, job, ctx), self._requeue,
-                                intent, moves, job, ctx)
+        future = self._off_pass(self._pool, _written_by(moves, job, ctx), self._move,
+                                intent.job, moves, job, ctx)
 
         def landed(_: Future[bool]) -> None:
             with self._lock:
@@ -296,27 +296,17 @@ class Writer:
             self._off_pass(self._waits, [job], self._told, why.job, job, adapter, status)
 
     def _move(self, key: str, moves: Sequence[Intent], job: Body, ctx: PassContext) -> bool:
-        """Write a job's moves in order; whether all were written."""
+        """Write a job's moves in order; whether all were written (a reclaim's requeue:
+        and gave its quota back)."""
         for intent in moves:
             try:
-                self.write_one(intent, job, ctx)
+                written = self.write_one(intent, job, ctx)
             except Exception as exc:
                 self.failures.failed(key, f"{type(intent).__name__} not written for", exc)
+                written = False
+            if not written:
                 return False  # the next in order may depend on it: the next pass decides
         return True
-
-    def _requeue(self, intent: Requeue, moves: Sequence[Intent], job: Body,
-                 ctx: PassContext) -> bool:
-        """A reclaim's victim's earlier moves, then its requeue; whether its quota was
-        given back."""
-        if not self._move(intent.job, moves[:-1], job, ctx):
-            return False
-        try:
-            return self.moves.preempt(intent, job, adapter_for(job["apiVersion"], job["kind"]),
-                                      ctx.job(intent.claimant))
-        except Exception as exc:
-            self.failures.failed(intent.job, "Requeue not written for", exc)
-            return False
 
     def _told(self, key: str, job: Body, adapter: KindAdapter, status: Body) -> None:
         try:
@@ -324,7 +314,9 @@ class Writer:
         except Exception as exc:
             self.failures.failed(key, "Wait not written for", exc)
 
-    def write_one(self, intent: Intent, job: Body, ctx: PassContext) -> None:
+    def write_one(self, intent: Intent, job: Body, ctx: PassContext) -> bool:
+        """Carry out one intent; False only for a reclaim's requeue that gave nothing back
+        (:meth:`Moves.preempt`)."""
         adapter = adapter_for(job["apiVersion"], job["kind"])
         moves = self.moves
         match intent:
@@ -335,7 +327,7 @@ class Writer:
             case RollBack():
                 moves.roll_back(intent, job, adapter)
             case Requeue():
-                moves.preempt(intent, job, adapter, ctx.job(intent.claimant))
+                return moves.preempt(intent, job, adapter, ctx.job(intent.claimant))
             case Preempt():
                 moves.preempt_for(intent, job, ctx.job)
             case Grow() | Shrink():
@@ -355,6 +347,7 @@ class Writer:
             case Expire():
                 log.info("deleting %s: %s", intent.job, intent.reason)
                 self.dispatcher.delete_job(job, adapter)
+        return True
 
     def start_bind(self, bind: Bind, job: Body, ctx: PassContext,
                    after: Sequence[Future[bool]] = ()) -> None:
