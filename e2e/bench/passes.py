@@ -283,14 +283,18 @@ def run_passes(scheduler: Scheduler, kube: MemoryKube, passes: int, finished: in
     timings: list[float] = []
     bound: list[int] = []
     before = sum(kube.writes.values())
-    for _ in range(passes):
-        finish(kube, finished)
-        placed = kube.writes.get("works", 0)
-        started = time.thread_time()
-        scheduler.pass_once()
-        timings.append(time.thread_time() - started)
-        settle(scheduler)
-        bound.append(kube.writes.get("works", 0) - placed)
+    scheduler.collector.start()  # as the hub's scheduling loop does
+    try:
+        for _ in range(passes):
+            finish(kube, finished)
+            placed = kube.writes.get("works", 0)
+            started = time.thread_time()
+            scheduler.pass_once()
+            timings.append(time.thread_time() - started)
+            settle(scheduler)
+            bound.append(kube.writes.get("works", 0) - placed)
+    finally:
+        scheduler.collector.stop()
     return timings, bound, sum(kube.writes.values()) - before
 
 

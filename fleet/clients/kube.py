@@ -31,6 +31,7 @@ Waits grow exponentially (50 ms doubling, at most 2 s, five attempts), except th
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import logging
 import time
@@ -85,6 +86,26 @@ def backoff(attempt: int, exc: BaseException | None) -> float:
     if retry_after is not None:
         return float(min(max(retry_after, 0.0), RETRY_AFTER_CAP))
     return float(_exponential(_State(attempt)))  # type: ignore[arg-type]
+
+
+def _attempt(verb: str, resource: str, call: Callable[[], T]) -> T:
+    """One attempt of a request; the verb and resource ride along for the policy's
+    callbacks (:func:`_count_retry`)."""
+    return call()
+
+
+def _count_retry(state: RetryCallState) -> None:
+    verb, resource = state.args[0], state.args[1]
+    metrics.API_RETRIES.labels(verb, resource).inc()
+    log.debug("retrying %s %s after %s", verb, resource, _failure(state))
+
+
+def _wait(state: RetryCallState) -> float:
+    return backoff(state.attempt_number, _failure(state))
+
+
+def _failure(state: RetryCallState) -> BaseException | None:
+    return state.outcome.exception() if state.outcome else None
 
 
 class _State:
@@ -149,6 +170,8 @@ class Kube:
         self._api = kubernetes.client.ApiClient(config)
         self._timeout = timeout
         self._sleep: Callable[[float], None] = time.sleep
+        self._retries = {idempotent: self._retry_policy(idempotent)
+                         for idempotent in (True, False)}
         self.warnings: list[str] = []  # the API server's warnings for the last request
 
     @property
@@ -162,20 +185,19 @@ class Kube:
 
     def _retrying(self, verb: str, resource: str, call: Callable[[], T], *,
                   idempotent: bool) -> T:
-        def count_retry(state: RetryCallState) -> None:
-            metrics.API_RETRIES.labels(verb, resource).inc()
-            exc = state.outcome.exception() if state.outcome else None
-            log.debug("retrying %s %s after %s", verb, resource, exc)
+        return cast(T, self._retries[idempotent](_attempt, verb, resource, call))
 
-        def wait(state: RetryCallState) -> float:
-            return backoff(state.attempt_number,
-                           state.outcome.exception() if state.outcome else None)
+    def _retry_policy(self, idempotent: bool) -> Retrying:
+        """One tenacity policy per client and kind of request, shared by every request
+        (tenacity keeps a call's state per thread). Built per request, each was half a dozen
+        objects in a reference cycle, garbage only the cycle collector finds."""
+        return Retrying(
+            retry=retry_if_exception(functools.partial(retryable, idempotent=idempotent)),
+            wait=_wait, stop=stop_after_attempt(ATTEMPTS), before_sleep=_count_retry,
+            reraise=True, sleep=self._pause)
 
-        retrying = Retrying(
-            retry=retry_if_exception(lambda exc: retryable(exc, idempotent=idempotent)),
-            wait=wait, stop=stop_after_attempt(ATTEMPTS), before_sleep=count_retry,
-            reraise=True, sleep=self._sleep)
-        return retrying(call)
+    def _pause(self, seconds: float) -> None:
+        self._sleep(seconds)  # (looked up each time: a test replaces it)
 
     def _call(self, method: str, path: str, *, body: object = None,
               query: Mapping[str, object] | None = None, content_type: str | None = None,

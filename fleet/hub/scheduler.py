@@ -109,6 +109,13 @@ class Scheduler:
     def run(self, stop: threading.Event) -> None:
         """Passes while this replica leads (its elector renews the lease on a thread of its
         own); what passes carry is dropped whenever leadership comes or goes."""
+        self.collector.start()
+        try:
+            self._run(stop)
+        finally:
+            self.collector.stop()
+
+    def _run(self, stop: threading.Event) -> None:
         led = False
         while not stop.is_set():
             leading = self.elector.leading
@@ -138,7 +145,7 @@ class Scheduler:
 
     # -- one pass -----------------------------------------------------------------------
     def pass_once(self) -> Plan:
-        self.collector.tick()  # what the last full collection kept is not walked again
+        self.collector.tick()  # now and then, what full collections kept is walked again
         # In-flight binds first, then the snapshot: a bind that finishes in between is then
         # in the snapshot with its writes, never seen as unbound with a stale version.
         inflight = self.writer.inflight()

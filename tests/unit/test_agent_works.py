@@ -173,6 +173,48 @@ def test_purge_removes_the_objects_then_drops_the_finalizer_and_keeps_ones_other
     assert not member.calls
 
 
+class ChangingMember(Recorder):
+    """A member whose job changes once more after the agent read it: the first deletion
+    at the version read is refused, and the member's watch then brings the new version."""
+
+    def __init__(self, then: Body, stores: Any) -> None:
+        super().__init__()
+        self.then, self.stores, self.refused = then, stores, 0
+
+    def delete(self, resource: r.Resource, name: str, namespace: str | None = None,
+               **options: Any) -> bool:
+        version = options.get("resource_version")
+        if version is not None and version != self.then["metadata"]["resourceVersion"]:
+            self.refused += 1
+            self.stores.put_job(key_of(self.then), self.then)
+            raise errors.Conflict(409, "Conflict", "the object has been modified")
+        return super().delete(resource, name, namespace, **options)
+
+
+def test_a_job_that_ends_between_its_last_report_and_its_purge_is_told_as_ended() -> None:
+    sync, hub, _ = a_sync()
+    work = a_work()
+    sync.handle(work, deleted=False)
+    running = member_copy(work) | {"status": {"conditions": [
+        {"type": "Running", "status": "True"}]}}
+    running["metadata"]["resourceVersion"] = "1"
+    sync.state.stores.put_job(key_of(running), running)
+    ended = copy.deepcopy(running) | {"status": {"conditions": [
+        {"type": "Succeeded", "status": "True"}]}}
+    ended["metadata"]["resourceVersion"] = "2"
+    member = ChangingMember(ended, sync.state.stores)
+    sync.remover.member = cast(Kube, member)
+    going = copy.deepcopy(work)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    sync.handle(going, deleted=False)
+    assert member.refused == 1
+    assert ("delete", "pytorchjobs", "j") in member.calls
+    states = [patch["status"].get("state") for _, patch, sub in hub.patches
+              if sub == "status" and "state" in patch.get("status", {})]
+    assert states[-1] == protocol.SUCCEEDED  # told before its copy went
+    assert hub.patches[-1][1]["metadata"]["finalizers"] == []
+
+
 def test_a_work_deleted_without_the_agent_has_its_copy_removed_unless_kept() -> None:
     sync, _, member = a_sync()
     work = a_work()

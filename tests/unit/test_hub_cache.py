@@ -113,6 +113,17 @@ def test_values_no_object_holds_are_swept() -> None:
     assert intern({"b": {"c": "d"}, "a": [1, 2]})["a"] is kept["a"]
 
 
+def test_a_body_made_of_interned_parts_keeps_them_and_another_tables_are_taken_by_content(
+        ) -> None:
+    intern = Interner()
+    first = intern({"spec": {"x": [1, 2]}, "status": {"s": 1}})
+    second = intern({"spec": first["spec"], "status": {"s": 2}})
+    assert second["spec"] is first["spec"]
+    assert intern({**first}) is first  # a plain copy of its top level
+    elsewhere = Interner()({"spec": {"x": [1, 2]}})
+    assert intern(elsewhere)["spec"] is first["spec"]
+
+
 def test_json_types_are_never_confused() -> None:
     for new, old in (({"a": 1}, {"a": True}), ([1.0], [1]), ([-0.0], [0.0]),
                      ({"a": "1"}, {"a": 1})):

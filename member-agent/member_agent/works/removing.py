@@ -51,10 +51,13 @@ class Remover:
         self._orphaned: dict[str, float] = {}  # pod uid -> when first seen without its job
 
     # -- a Work's deletion -------------------------------------------------------------
-    def purge(self, work: Body) -> None:
-        """Remove the Work's objects from the member, then let the hub delete the Work."""
+    def purge(self, work: Body, job_version: str | None = None) -> bool:
+        """Remove the Work's objects from the member, then let the hub delete the Work.
+        With ``job_version`` (the member job's version its last report told), the job is
+        deleted only at that version: False, and nothing removed, when it changed since."""
         meta = work["metadata"]
-        self.remove_objects(work, "its Work is being deleted")
+        if not self.remove_objects(work, "its Work is being deleted", job_version):
+            return False
         with self._lock:
             self._purged.add(meta["name"])
         finalizers = [f for f in meta.get("finalizers") or [] if f != AGENT_FINALIZER]
@@ -64,6 +67,7 @@ class Remover:
                 self.namespace)
         except errors.NotFound:
             pass
+        return True
 
     def reapplied(self, name: str) -> None:
         """A Work of this name is applied again: its next deletion is news."""
@@ -83,15 +87,16 @@ class Remover:
         if current is not None and protocol.work_purge_mode(work) != protocol.PURGE_NEVER:
             self.delete_pods(job_key(work), current["metadata"].get("uid", ""))
 
-    def remove_objects(self, work: Body, why: str) -> None:
+    def remove_objects(self, work: Body, why: str, job_version: str | None = None) -> bool:
         """The Work's job and its dependencies off the member (those another Work still
-        uses stay), unless the purge mode is Never."""
+        uses stay), unless the purge mode is Never; False when the job is no longer at
+        ``job_version`` (then nothing is removed)."""
         name = work["metadata"]["name"]
         if protocol.work_purge_mode(work) == protocol.PURGE_NEVER:
             with self._lock:
                 self._kept.add(name)
             log.info("keeping the objects of work %s (%s): purge mode Never", name, why)
-            return
+            return True
         log.info("removing the objects of work %s: %s", name, why)
         shared = self.book.used_by_others(name)
         job = self.state.stores.read(job_key(work))[0]
@@ -99,18 +104,21 @@ class Remover:
             if identity(manifest) in shared or is_priority_class(manifest):
                 continue  # a dependency another job on this member still uses, or a
                 # cluster-wide class that other pods may use by now
-            uid = None
+            uid = version = None
             if index == 0 and job is not None:
                 if protocol.copy_work(job["metadata"]) != (self.namespace, name):
                     continue  # the job of the same name is another Work's copy now
-                uid = job["metadata"].get("uid")
+                uid, version = job["metadata"].get("uid"), job_version
             resource = r.for_kind(manifest["apiVersion"], manifest["kind"])
             try:
                 self.member.delete(resource, manifest["metadata"]["name"],
                                    manifest["metadata"].get("namespace"),
-                                   propagation="Background", uid=uid)
+                                   propagation="Background", uid=uid, resource_version=version)
             except errors.Conflict:
+                if version is not None:
+                    return False  # it changed since its report (ended, say): told first
                 continue  # replaced meanwhile
+        return True
 
     # -- stale copies --------------------------------------------------------------------
     def replace_stale(self, work: Body) -> None:

@@ -33,6 +33,11 @@ from propagation.jobkey import JobKey
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
+# A Work's purge: how often the member's job may change between its last report and its
+# deletion before it is deleted as it is, and how long the member's watch is waited for.
+LAST_WORD_ATTEMPTS = 5
+CATCH_UP_SECONDS = 2.0
+CATCH_UP_PAUSE = 0.05
 
 
 class WorkSync:
@@ -105,10 +110,7 @@ class WorkSync:
             return
         try:
             if work["metadata"].get("deletionTimestamp"):
-                # its last state first: a job that ended before its Work was deleted (a
-                # requeue that came too late) is said to have, and the hub never runs it again
-                self.status.report([name])
-                self.remover.purge(work)
+                self._purge(work)
                 self._forget(name, wholly=False)
             elif self.applier.is_applied(work):
                 self.book.update(work)  # a status or metadata change: nothing to apply
@@ -117,6 +119,32 @@ class WorkSync:
                 self._apply(work)
         except errors.ApiError as exc:
             log.warning("work %s not applied: %s", name, exc)
+
+    def _purge(self, work: Body) -> None:
+        """The Work's copy off the member, its last state told first: a job that ended
+        before its Work was deleted (a requeue that came too late) is said to have, and the
+        hub never runs it again. The job is deleted only at the version that was told (a
+        precondition), so one that ended between the report and the deletion is told again
+        first; after ``LAST_WORD_ATTEMPTS`` changes in a row it goes as it is."""
+        name = work["metadata"]["name"]
+        for _ in range(LAST_WORD_ATTEMPTS):
+            told = self._job_version(work)
+            self.status.report([name])
+            if self.remover.purge(work, job_version=told):
+                return
+            self._catch_up(work, told)
+        self.status.report([name])
+        self.remover.purge(work)
+
+    def _job_version(self, work: Body) -> str | None:
+        job = self.state.stores.read(job_key(work))[0]
+        return None if job is None else job["metadata"].get("resourceVersion")
+
+    def _catch_up(self, work: Body, seen: str | None) -> None:
+        """Until the member's watch brings the job's version newer than ``seen``."""
+        deadline = time.monotonic() + CATCH_UP_SECONDS
+        while self._job_version(work) == seen and time.monotonic() < deadline:
+            time.sleep(CATCH_UP_PAUSE)
 
     def _apply(self, work: Body) -> None:
         new, before, applied = self.applier.apply(work)
