@@ -11,10 +11,8 @@ Interned values are frozen (:class:`FrozenDict`, :class:`FrozenList`): shared be
 a change made in place to one would change every object holding it, so a change raises
 instead. ``copy.deepcopy`` of one gives plain, changeable dicts and lists.
 
-The table holds each interned value once, by a digest of its items, in which a child
-container counts by its identity (equal ones are one object), so interning a body made of
-cached parts costs only its new nodes; a value no object holds any more is swept out when
-the table has doubled since its last sweep.
+The table holds each interned value once, by a hash of its contents; a value no object holds
+any more is swept out when the table has doubled since its last sweep.
 """
 
 from __future__ import annotations
@@ -90,13 +88,7 @@ class Interner:
         return out
 
     def _intern(self, value: Any) -> tuple[Any, int]:
-        """The interned value and what its parent's digest takes of it: a leaf's hash, an
-        interned container's identity (equal containers are one object, so a parent's
-        digest needs its children's identities, not their contents: interning a body made
-        of cached parts walks only what is new in it)."""
-        if (type(value) is FrozenDict or type(value) is FrozenList) \
-                and self._table.get(_digest(value)) is value:
-            return value, id(value)  # interned already
+        """The interned value and its content hash."""
         if isinstance(value, Mapping):
             keys: list[Any] = []
             values: list[Any] = []
@@ -112,7 +104,7 @@ class Interner:
             if type(known) is FrozenDict and len(known) == len(keys) and all(
                     k == key and (v is have or _same(v, have)) for k, v, (key, have)
                     in zip(keys, values, known.items(), strict=True)):
-                return known, id(known)
+                return known, digest
             made: FrozenDict | FrozenList = FrozenDict(zip(keys, values, strict=True))
         elif isinstance(value, list | tuple):
             values, flat = [], ["["]
@@ -125,12 +117,12 @@ class Interner:
             if type(known) is FrozenList and len(known) == len(values) and all(
                     v is have or _same(v, have)
                     for v, have in zip(values, known, strict=True)):
-                return known, id(known)
+                return known, digest
             made = FrozenList(values)
         else:
             return _leaf(value)
         self._table.setdefault(digest, made)  # (a collision keeps the first: made is unshared)
-        return made, id(made)
+        return made, digest
 
     def _part(self, value: Any) -> tuple[Any, int]:
         """A child interned: the common leaves here, without a call each (most of an
@@ -166,21 +158,6 @@ def _leaf(value: Any) -> tuple[Any, int]:
     if isinstance(value, float):
         return value, hash((float, repr(value)))
     return value, hash((type(value), value))
-
-
-def _digest(value: FrozenDict | FrozenList) -> int:
-    """The table's key of an interned value, from its own items (its children are interned,
-    so they count by identity), as :meth:`Interner._intern` makes it."""
-    if isinstance(value, dict):
-        flat: list[Any] = ["{"]
-        for k, v in value.items():
-            flat += (k, _part_of(v))
-        return hash(tuple(flat))
-    return hash(("[", *(_part_of(v) for v in value)))
-
-
-def _part_of(value: Any) -> int:
-    return id(value) if isinstance(value, dict | list) else _leaf(value)[1]
 
 
 def _same(value: Any, known: Any) -> bool:
