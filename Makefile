@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo up down status test lint crds crds-check bins kueue-bins trainer-bins helm images mpi-packages node-packages kind-packages e2e-kind bench simulate chaos kubeflow-suite clean
+.PHONY: demo up down status test lint crds crds-check bins kueue-bins trainer-bins helm images mpi-packages node-packages browser-packages dashboard-screenshot kind-packages e2e-kind bench simulate chaos kubeflow-suite clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ mpi-packages:  ## OpenMPI and sshd (Debian packages) for the real mpirun test
 
 node-packages:  ## containerd, runc, CNI plugins, iptables, debootstrap (Debian) for real nodes
 	bash scripts/node-packages.sh
+
+browser-packages:  ## Chromium and chromedriver (Debian) for the dashboard's browser tests
+	bash scripts/browser-packages.sh
 
 kind-packages:  ## podman, runc, debootstrap (Debian) for the kind backend
 	bash scripts/kind-packages.sh
@@ -79,8 +82,11 @@ lint: $(STAMP)
 images: $(STAMP) node-packages  ## the real nodes' images (pause, busybox, fleet), cached outside the repo
 	$(PY) -m e2e.localfleet.images
 
-test: $(STAMP) bins kueue-bins trainer-bins helm mpi-packages node-packages images  ## lint, type checks, layering, unit, integration and e2e tests
+test: $(STAMP) bins kueue-bins trainer-bins helm mpi-packages node-packages browser-packages images  ## lint, type checks, layering, unit, integration and e2e tests
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+dashboard-screenshot: $(STAMP) bins node-packages browser-packages images  ## docs/dashboard/*.png: the dashboard's pages in headless Chromium, from its browser test on a local fleet
+	FLEET_DASHBOARD_SHOTS=docs/dashboard $(PY) -m pytest e2e/test_dashboard.py -q
 
 bench: $(STAMP) bins kueue-bins  ## the performance budgets of docs/architecture.md (JSON lines + table)
 	$(PY) -m e2e.bench --out .bench/results.jsonl

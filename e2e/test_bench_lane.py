@@ -21,7 +21,8 @@ EXPECTED = ("division p99, 10 clusters", "quota admission (engine)", "capacity r
             "scheduling pass p99, in process", "hub writes per job bound at its first look",
             "hub API raw write rate", "create -> all pods Running, p99",
             "hub RSS with", "decisions per second", "hub API writes per bound job",
-            "wall time, Kueue's baseline", "average time to admission, small")
+            "wall time, Kueue's baseline", "average time to admission, small",
+            "dashboard jobs view, time to serve")
 
 
 def test_every_part_of_the_bench_runs_at_small_sizes(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def _rbac(name: str, cluster_rules: list[Body],
 HUB = "fleet-hub"
 WEBHOOK_CONFIGURATION = "fleet.sh"
 WEBHOOK_TLS_SECRET = "fleet-hub-webhook-tls"
-WEBHOOK_PORT, METRICS_PORT, HEALTH_PORT = 9443, 8080, 8081
+WEBHOOK_PORT, METRICS_PORT, HEALTH_PORT, DASHBOARD_PORT = 9443, 8080, 8081, 8095
 QUEUE_NAMESPACE = "kube-queue"
 KUBELET_PORT = 10350
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -144,7 +144,8 @@ def hub_rules() -> list[Body]:
         _rule(["scheduling.x-k8s.io"], ["queues"], READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule([""], ["configmaps", "secrets", "persistentvolumeclaims"], ["get"]),
-        _rule([""], ["events"], ["create", "patch"]),
+        # events: its own, and a job's listed on its dashboard page
+        _rule([""], ["events"], ["create", "patch", "list"]),
         _rule(["coordination.k8s.io"], ["leases"], READ),  # the agents' heartbeats
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations",
                                                   "mutatingwebhookconfigurations"],
@@ -322,10 +323,17 @@ def policy_annotations_policy() -> list[Body]:
 def hub_manifests(image: str = IMAGE, replicas: int = 2) -> list[Body]:
     """The hub: two replicas (a Lease elects the one that decides; both serve the webhook)."""
     name = HUB
-    env = [{"name": "FLEET_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
-           {"name": "FLEET_WEBHOOK_ADDR", "value": "0.0.0.0"},
-           {"name": "FLEET_WEBHOOK_HOST", "value": f"{name}.{NAMESPACE}.svc"},
-           {"name": "FLEET_METRICS_PORT", "value": str(METRICS_PORT)}]
+    env: list[Body] = [
+        {"name": "FLEET_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
+        {"name": "FLEET_WEBHOOK_ADDR", "value": "0.0.0.0"},
+        {"name": "FLEET_WEBHOOK_HOST", "value": f"{name}.{NAMESPACE}.svc"},
+        {"name": "FLEET_METRICS_PORT", "value": str(METRICS_PORT)},
+        # the dashboard listens on the Pod's loopback only: kubectl port-forward reaches it
+        # (kubectl fleet dashboard), nothing else does
+        {"name": "FLEET_DASHBOARD_PORT", "value": str(DASHBOARD_PORT)},
+        {"name": "FLEET_DASHBOARD_ADDR", "value": "127.0.0.1"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
     container = _container("hub", image, "fleet.hub",
                            ["--liveness", f"http://0.0.0.0:{HEALTH_PORT}/healthz"], env)
     container["ports"].append({"name": "webhook", "containerPort": WEBHOOK_PORT})

@@ -79,6 +79,7 @@ def test_hub_values_take_effect() -> None:
         "image.pullPolicy=Always", "replicas=3", "resources.limits.cpu=4",
         "metrics.port=9090", "metrics.address=127.0.0.1", "health.port=9091",
         "webhook.port=8443", "leaderElection.leaseSeconds=20", "logLevel=debug",
+        "dashboard.port=9095",
         "nodeSelector.pool=system", "tolerations[0].key=dedicated",
         "tolerations[0].operator=Exists", "extraArgs[0]=--fit-mode=Summed",
         "podDisruptionBudget.minAvailable=2"])
@@ -98,7 +99,12 @@ def test_hub_values_take_effect() -> None:
         "PYTHONUNBUFFERED": "1", "FLEET_METRICS_ADDR": "127.0.0.1", "FLEET_METRICS_PORT": "9090",
         "FLEET_WEBHOOK_PORT": "8443", "FLEET_WEBHOOK_ADDR": "0.0.0.0",
         "FLEET_WEBHOOK_HOST": "fleet-hub.fleet-system.svc", "FLEET_HUB_LEASE_SECONDS": "20",
-        "FLEET_LOG_LEVEL": "debug"}
+        "FLEET_LOG_LEVEL": "debug", "FLEET_DASHBOARD_PORT": "9095",
+        "FLEET_DASHBOARD_ADDR": "127.0.0.1",
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert "FLEET_DASHBOARD_PORT" not in env(container(
+        render(HUB_CHART, ["dashboard.enabled=false"]), "Deployment"))
     service = by_kind(docs, "Service")[0]
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
         "webhook": 8443, "metrics": 9090, "health": 9091}

@@ -539,7 +539,8 @@ class LocalFleet:
         address = identities.webhook_address()
         port = identities.free_port(address)
         process = self._spawn(name, [sys.executable, "-m", "fleet.hub", *self.hub_args],
-                              {**(env or {}), "KUBECONFIG": str(self.identity_kubeconfig(HUB)),
+                              {"FLEET_DASHBOARD_PORT": str(free_ports(1)[0]), **(env or {}),
+                               "KUBECONFIG": str(self.identity_kubeconfig(HUB)),
                                "FLEET_WEBHOOK_ADDR": address, "FLEET_WEBHOOK_PORT": str(port)})
         identities.wait_serving(address, port, lambda: process.poll() is None)
         identities.add_webhook_endpoint(self.client(HUB), name, address, port)

@@ -150,6 +150,12 @@ TRAINJOB_RUNNER = f"{GROUP}/trainjob-runner"
 RUNNERS = ("agent", "member-trainer")
 MIRROR_OF = f"{GROUP}/mirror-of"
 QUOTA_TREE_LABEL = f"{GROUP}/quota-tree"  # a Queue the hub made for a quota tree's leaf
+# On the hub's leader Lease (fleet-system/fleet-hub), set by the replica holding it: where its
+# dashboard listens, as "<address>:<port>" inside the holder, and the holder's Pod as
+# "<namespace>/<name>" when it runs in one (kubectl fleet dashboard port-forwards to it).
+HUB_DASHBOARD = f"{GROUP}/dashboard"
+HUB_POD = f"{GROUP}/pod"
+HUB_LEASE = ("fleet-system", "fleet-hub")
 # The agent's own marks on member objects it makes from a copy.
 TENSORBOARD_FOR = f"{GROUP}/tensorboard-for"
 RUN_VARIANT = f"{GROUP}/run-variant"  # how a pod was made: "", "debug", "resume"

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from fleet.cli import kinds
 
-COMMANDS = ("get", "describe", "why", "logs", "top", "join", "unjoin", "completion")
+COMMANDS = ("get", "describe", "why", "logs", "top", "dashboard", "join", "unjoin",
+            "completion")
 FLAGS = ("--kubeconfig", "--context", "-n", "--namespace", "-A", "--all-namespaces", "-l",
-         "--selector", "-o", "--output", "-M", "-r", "-f", "--member-kubeconfig", "--help")
+         "--selector", "-o", "--output", "-M", "-r", "-f", "--member-kubeconfig", "--port",
+         "--address", "--help")
 
 _BASH = """\
 # kubectl fleet completion for bash: source <(kubectl fleet completion bash)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from fleet import deploy, helm, onboarding
-from fleet.cli import commands, completion, kinds, output
+from fleet.cli import commands, completion, dashboard, kinds, output
 from fleet.cli.config import CliError, Target, kubeconfig_path, member_kubeconfigs
 from fleet.clients import errors
 from fleet.clients.kube import Kube, KubeconfigError
@@ -33,6 +33,8 @@ commands:
   why JOB                  one line: where the job runs, or why it waits (queue, position, reason)
   logs JOB [-r ROLE-INDEX] [-f]  a replica's log, read from the member that runs it
   top clusters             free/total GPUs, cpu, memory per member, and heartbeat age
+  dashboard [--port N]     the leading hub's web page (members, queues, jobs) on this
+                           machine: forwards a local port to it and prints the URL
   join NAME --member-kubeconfig FILE [--helm]  register a member and install its agent
                            (with --helm, as a release of the fleet-agent chart)
   unjoin NAME [--member-kubeconfig FILE] remove it
@@ -49,6 +51,7 @@ examples:
   kubectl fleet why train
   kubectl fleet logs pytorchjob/train -r worker-1 -f
   kubectl fleet top clusters --context hub
+  kubectl fleet dashboard --port 8095
 """
 
 
@@ -121,6 +124,18 @@ def build_parser() -> Parser:
                                      "and its heartbeat age.")
     top.add_argument("what", choices=["clusters", "cluster", "membercluster", "mc"])
 
+    board = sub.add_parser(
+        "dashboard", parents=common, help="open the leading hub's web page",
+        description="Forward a local port to the leading hub's dashboard (through the API "
+                    "server's pods/portforward, to whichever hub Pod leads when a connection "
+                    "opens) and print its URL; for a hub running as a process on this host, "
+                    "print its URL. Read-only: the page changes nothing.")
+    board.add_argument("--port", type=int, default=8095,
+                       help="the local port (0: any free one; default 8095)")
+    board.add_argument("--address", default="127.0.0.1",
+                       help="the local address to listen on (default 127.0.0.1; the page "
+                            "answers only to loopback host names)")
+
     join = sub.add_parser("join", parents=common, help="register a member cluster",
                           description="Register the member on the hub (namespace, "
                                       "MemberCluster, a scoped token) and install its agent.")
@@ -184,6 +199,12 @@ def run(args: argparse.Namespace) -> int:
         commands.logs(target, args.job, args.replica, args.container, args.follow, args.tail)
     elif args.command == "top":
         print(commands.top_clusters(target, now))
+    elif args.command == "dashboard":
+        if not 0 <= args.port <= 65535:
+            raise CliError(f"--port: expected 0..65535, not {args.port}")
+        dashboard.run(target.hub(), args.address, args.port,
+                      lambda line: print(line, flush=True),
+                      lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     elif args.command == "join":
         join(target, args)
     elif args.command == "unjoin":

@@ -34,6 +34,7 @@ import builtins
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from email.utils import parsedate_to_datetime
@@ -173,6 +174,8 @@ class Kube:
         self._retries = {idempotent: self._retry_policy(idempotent)
                          for idempotent in (True, False)}
         self.warnings: list[str] = []  # the API server's warnings for the last request
+        self._forwarding = threading.Lock()  # see port_forward
+        self._forward_api: kubernetes.client.ApiClient | None = None
 
     @property
     def ca_file(self) -> str | None:
@@ -182,6 +185,8 @@ class Kube:
 
     def close(self) -> None:
         self._api.close()
+        if self._forward_api is not None:
+            self._forward_api.close()
 
     def _retrying(self, verb: str, resource: str, call: Callable[[], T], *,
                   idempotent: bool) -> T:
@@ -429,6 +434,25 @@ class Kube:
         return self._call("GET", resource.path(namespace, name, subresource), query=query,
                           stream=True, timeout=(10.0, None), verb="get",
                           resource=resource.plural)  # no read timeout: a quiet follow waits
+
+    def port_forward(self, pod: str, namespace: str, port: int) -> Any:
+        """One connection to ``port`` inside ``pod`` through the API server's
+        ``pods/portforward`` (a websocket): the returned object's ``socket(port)`` sends and
+        receives, its ``error(port)`` says what the kubelet refused, ``close()`` ends it."""
+        from kubernetes.stream import portforward  # a websocket client: loaded when used
+
+        # The library swaps its client's call_api for the websocket's while it connects:
+        # any other request on that client meanwhile is mixed up with it ("Missing required
+        # parameter `ports`"), so forwards have a client of their own and open one at a time.
+        with self._forwarding:
+            if self._forward_api is None:
+                self._forward_api = kubernetes.client.ApiClient(self._api.configuration)
+            api = kubernetes.client.CoreV1Api(self._forward_api)
+            try:
+                return portforward(api.connect_get_namespaced_pod_portforward, pod, namespace,
+                                   ports=str(port))
+            except ApiException as exc:
+                raise _translate(exc) from None
 
 
 def _warnings(headers: Any) -> list[str]:

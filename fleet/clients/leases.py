@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -55,8 +55,10 @@ class LeaderElector:
     def __init__(self, kube: Kube, namespace: str, name: str, *,
                  lease_seconds: int = 10, identity: str | None = None,
                  renew_deadline: float | None = None, retry_seconds: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 annotations: Mapping[str, str] | None = None) -> None:
         self.kube = kube
+        self.annotations = dict(annotations or {})  # what the holder tells about itself
         self.namespace = namespace
         self.name = name
         self.lease_seconds = lease_seconds
@@ -182,7 +184,8 @@ class LeaderElector:
         now = _micro(clock.now())  # (for people reading it: nobody compares it)
         return {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.name, "namespace": self.namespace,
+                         **({"annotations": self.annotations} if self.annotations else {})},
             "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
                      "acquireTime": acquired or now, "renewTime": now,
                      "leaseTransitions": transitions},

@@ -1,6 +1,6 @@
 """The hub process: kopf serves the admission webhook and runs the start-up, which starts
 the watches that fill the cache (:mod:`fleet.hub.watches`), the leader election, the
-scheduler, the Queue reporter and the mirror loop, each on a thread of its own.
+scheduler, the Queue reporter, the mirror loop and the dashboard, each on a thread of its own.
 
 kopf watches nothing here (it writes nothing to the hub's objects either: no progress or
 diff-base annotations, no finalizers): every hub write is a decision's.
@@ -20,10 +20,11 @@ from typing import Any
 import kopf
 
 from fleet import metrics
+from fleet.api.protocol import HUB_LEASE
 from fleet.clients.kopf_storage import STARTUP_RETRY_SECONDS, watch_only
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.hub import admission, pod_mirroring, webhook_tls
+from fleet.hub import admission, dashboard, pod_mirroring, webhook_tls
 from fleet.hub.cache import Cache
 from fleet.hub.dispatch import Dispatcher
 from fleet.hub.scheduler import Scheduler, Settings
@@ -65,8 +66,11 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     metrics.serve(int(os.environ.get("FLEET_METRICS_PORT", "0")))
     # The chart's leaderElection.leaseSeconds; its schema bounds it to 2..300 as this does.
     lease_seconds = min(300, max(2, int(os.environ.get("FLEET_HUB_LEASE_SECONDS", "10"))))
-    elector = elector_once(lambda: LeaderElector(kube, "fleet-system", "fleet-hub",
-                                                 lease_seconds=lease_seconds))
+    dashboard_port = int(os.environ.get("FLEET_DASHBOARD_PORT", "0"))
+    dashboard_addr = os.environ.get("FLEET_DASHBOARD_ADDR", "127.0.0.1")
+    elector = elector_once(lambda: LeaderElector(
+        kube, *HUB_LEASE, lease_seconds=lease_seconds,
+        annotations=dashboard.whereabouts(dashboard_addr, dashboard_port)))
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
     watches.start(_STOP)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
@@ -88,6 +92,9 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
                      name="watch-mirror-pods", daemon=True).start()
     mirrors = pod_mirroring.Mirroring(kube, CACHE, lambda: elector.leading)
     threading.Thread(target=mirrors.run, args=(_STOP,), name="mirrors", daemon=True).start()
+    if dashboard_port:
+        dashboard.start(scheduler.reporting, elector, kube, dashboard_addr, dashboard_port,
+                        _STOP)
     metrics.ready_when("started", lambda: True)
     log.info("hub scheduler started (fit mode %s)", fit.value)
 

@@ -41,6 +41,7 @@ class Offer:
     clusters: Sequence[ClusterView]
     now: datetime
     queues: QueueReport | None
+    number: int = 0  # counts the offers: tells a later pass's from an earlier one
 
 
 class Reporting:
@@ -49,7 +50,8 @@ class Reporting:
         self.dispatcher = dispatcher
         self.submit = submit or (lambda write, *args: write(*args))
         self._offer: Offer | None = None
-        self._queues: QueueReport | None = None  # the latest queue report offered
+        self._queues: QueueReport | None = None  # the latest queue report not yet written
+        self._last_queues: QueueReport | None = None  # the latest queue report offered
         self._offered = threading.Event()
         self._lock = threading.Lock()
         self._running: tuple[float, dict[str, int]] = (0.0, {})  # (when, per leaf)
@@ -59,10 +61,17 @@ class Reporting:
               queues: QueueReport | None) -> None:
         """What the last pass saw; a queue report stays the latest until another comes."""
         with self._lock:
-            self._offer = Offer(snap, clusters, now, queues)
+            number = self._offer.number + 1 if self._offer else 1
+            self._offer = Offer(snap, clusters, now, queues, number)
             if queues is not None:
-                self._queues = queues
+                self._queues = self._last_queues = queues
         self._offered.set()
+
+    def latest(self) -> tuple[Offer | None, QueueReport | None]:
+        """What the last pass saw, and the latest queue report (a pass that admitted nothing
+        new may offer none): what the dashboard shows."""
+        with self._lock:
+            return self._offer, self._last_queues
 
     def run(self, stop: threading.Event, leading: Callable[[], bool]) -> None:
         while not stop.is_set():
