@@ -7,18 +7,27 @@ import http.client
 import json
 import socket
 import threading
+import tracemalloc
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from e2e.bench.passes import scale_hub, settle
-from fleet.api.protocol import HUB_DASHBOARD, HUB_POD
+from fleet.api.protocol import (
+    FAILOVER_AVOID,
+    FAILOVER_SINCE,
+    HUB_DASHBOARD,
+    HUB_POD,
+    PREEMPTED_BY,
+    REQUEUE,
+    REQUEUED_AT,
+)
 from fleet.cli import dashboard as cli
 from fleet.cli.config import CliError
 from fleet.hub.dashboard import pages
-from fleet.hub.dashboard.history import History
+from fleet.hub.dashboard.history import MAX_QUEUES, History
 from fleet.hub.dashboard.server import Board, Leader, serve, whereabouts
 from fleet.hub.reporting import Offer
 from fleet.hub.scheduler import Scheduler
@@ -113,6 +122,16 @@ def test_a_bound_jobs_gang_and_timeline(hub: Scheduler) -> None:
     assert pages.job(offer.snap, "no-such-uid") is None
 
 
+def test_a_moved_jobs_timeline_says_why() -> None:
+    job = {"metadata": {"creationTimestamp": "2030-01-01T00:00:00Z", "annotations": {
+        REQUEUED_AT: "2030-01-01T00:05:00Z", REQUEUE: "Preempted",
+        PREEMPTED_BY: "team-a/urgent", FAILOVER_SINCE: "2030-01-01T00:03:00.000000Z",
+        FAILOVER_AVOID: "member2"}}}
+    moments = [(m["what"], m["detail"]) for m in pages.timeline(job, [], [])]
+    assert moments == [("Created", ""), ("FailingOver", "away from member2"),
+                       ("Requeued", "Preempted (preempted by team-a/urgent)")]
+
+
 def test_history_is_bounded_and_starts_again() -> None:
     history = History(step=10, window=30)
     queue: Any = {"name": "a", "gpus": {"used": 3}, "waitingCount": 2}
@@ -126,6 +145,21 @@ def test_history_is_bounded_and_starts_again() -> None:
     history.clear()
     assert history.read()["samples"] == []
     assert history.read()["since"] == ""
+
+
+def test_an_hour_of_history_stays_small() -> None:
+    history = History()
+    queues: Any = [{"name": f"root-team-{i}", "gpus": {"used": 1000 + i}, "waitingCount": 300}
+                   for i in range(200)]
+    tracemalloc.start()
+    for second in range(0, 7200, 10):  # two hours: the first goes
+        history.add(datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=second), queues)
+    size, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    read = history.read()
+    assert len(read["samples"]) == 360
+    assert len(read["samples"][0]["used"]) == MAX_QUEUES
+    assert size < 2 * 2**20, size
 
 
 class Switch:

@@ -258,8 +258,16 @@ def timeline(body: Body, works: Sequence[Body], events: Iterable[Body]) -> list[
                                  detail=f"by {annotations.get(p.ADMITTED_BY) or 'its queue'}",
                                  source="job"))
     if annotations.get(p.REQUEUED_AT):
-        moments.append(pl.Moment(time=str(annotations[p.REQUEUED_AT]), what="Requeued",
-                                 detail=str(annotations.get(p.REQUEUE) or ""), source="job"))
+        preempted = annotations.get(p.PREEMPTED_BY)
+        moments.append(pl.Moment(
+            time=str(annotations[p.REQUEUED_AT]), what="Requeued",
+            detail=" ".join(filter(None, (str(annotations.get(p.REQUEUE) or ""),
+                                          f"(preempted by {preempted})" if preempted else ""))),
+            source="job"))
+    if annotations.get(p.FAILOVER_SINCE):
+        avoid = annotations.get(p.FAILOVER_AVOID)
+        moments.append(pl.Moment(time=str(annotations[p.FAILOVER_SINCE]), what="FailingOver",
+                                 detail=f"away from {avoid}" if avoid else "", source="job"))
     for work in works:
         sent = (work["metadata"].get("annotations") or {}).get(p.DISPATCHED_AT)
         if sent:
