@@ -155,12 +155,19 @@ class Member:
         # the older status could land last, and the job never finished.
         self.jobs = threading.RLock()
         self.stopping: set[str] = set()  # member job uids whose Work is being purged
+        # Member job uids whose Work was purged: never applied after (the timeline's pool
+        # may run a Work's first sight after its deletion's, which the agent, applying
+        # only a Work it holds, never does; the job then ran here with no Work to say so,
+        # and the hub ran it again)
+        self.purged: set[str] = set()
 
     # -- the member's job controller, scheduler and kubelet ---------------------------
     def apply(self, work: Body) -> float | None:
         """The agent applied the Work: the member job exists and its pods are created and
-        bound; returns how long the job runs."""
+        bound; returns how long the job runs (None: the Work is purged already)."""
         with self.jobs:
+            if member_uid(work) in self.purged:
+                return None
             return self._apply(work)
 
     def _apply(self, work: Body) -> float | None:
@@ -266,6 +273,7 @@ class Member:
         self.sync.status.report([work["metadata"]["name"]])
         with self.jobs:
             self._purge(work)
+            self.purged.add(member_uid(work))
             self.stopping.discard(member_uid(work))
         finalizers = [f for f in work["metadata"].get("finalizers") or []
                       if f != AGENT_FINALIZER]
@@ -441,7 +449,9 @@ class Fleet:
             self.timeline.at(time.monotonic(), lambda: self._run(member, work))
 
     def _run(self, member: Member, work: Body) -> None:
-        duration = member.apply(work) or 30.0
+        duration = member.apply(work)
+        if duration is None:
+            return
         job = work["spec"]["manifests"][0]
         self.started += 1
 
