@@ -4,7 +4,9 @@ quota-tree node, named stably from its path."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+
+from quota.tree import PlacedNode, walk
 
 MAX_NAME = 63
 
@@ -32,3 +34,13 @@ def admission_order(priority: int, created: str, key: str) -> tuple[int, str, st
     time, RFC 3339, compared as text), then its key so that equal jobs keep one order.
     Opportunistic jobs (negative priority) so come after every guaranteed one."""
     return (-priority, created, key)
+
+
+def waiting_below(placed: PlacedNode, pending: Mapping[str, Sequence[str]],
+                  counts: Mapping[str, int] | None = None) -> tuple[list[str], int]:
+    """The jobs waiting in a node's leaves, in order, and how many wait there in all
+    (``pending`` lists a leaf's first waiting jobs, ``counts`` how many wait in all, as
+    many as listed when not given)."""
+    below = [p.key for p in walk(placed.node, placed.path[:-1])]
+    waiting = [job for leaf in below for job in pending.get(leaf, ())]
+    return waiting, sum((counts or {}).get(leaf, len(pending.get(leaf, ()))) for leaf in below)

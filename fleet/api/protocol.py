@@ -552,6 +552,21 @@ def reported_pods(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return pods
 
 
+def queue_status(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Where the hub says a waiting job stands (``status.queue``: name, position, reason,
+    message), as the CLI and the dashboard read it."""
+    return ((job.get("status") or {}).get("queue")) or {}
+
+
+def waiting_text(queue: Mapping[str, Any], waited: str = "") -> str:
+    """Why a job waits, in the words both the CLI and the dashboard use."""
+    where = f" in queue {queue['name']} at position {queue.get('position', '?')}" \
+        if queue.get("name") else ""
+    reason = queue.get("reason") or "NotDecided"
+    message = queue.get("message") or "the hub has not decided yet"
+    return f"waits{where}{f' for {waited}' if waited else ''}: {reason}: {message}"
+
+
 def bounded_name(name: str, limit: int, suffix: str = "") -> str:
     """``name`` + ``suffix`` as an object name of at most ``limit`` characters: too long, it is
     cut and a digest of the whole keeps it unique (and the same on every call)."""

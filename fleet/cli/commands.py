@@ -20,7 +20,7 @@ from fleet.cli.config import CliError, Target
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.kinds import adapter_for
+from fleet.kinds import job_state
 
 Body = dict[str, Any]
 QUEUE_NAMESPACE = "kube-queue"
@@ -88,17 +88,6 @@ def find_job(target: Target, ref: Sequence[str]) -> Body:
     return found[0]
 
 
-def state_of(job: Mapping[str, Any]) -> str:
-    try:
-        return adapter_for(job["apiVersion"], job["kind"]).state(job.get("status")) or "Pending"
-    except (KeyError, NotImplementedError):
-        return "Unknown"
-
-
-def queue_of(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((job.get("status") or {}).get("queue")) or {}
-
-
 def replicas_text(replicas: Mapping[str, int]) -> str:
     return ",".join(f"{role}={count}" for role, count in sorted(replicas.items())) or "-"
 
@@ -123,7 +112,7 @@ def get_jobs(target: Target, resource: r.Resource, name: str | None, selector: s
             lead = [meta["namespace"]] if prefix else []
             shares = works.get(meta["uid"], [])
             if not shares:  # not placed yet: queued or unschedulable, say so
-                rows.append([*lead, meta["name"], "<none>", state_of(job),
+                rows.append([*lead, meta["name"], "<none>", job_state(job),
                              output.age(meta.get("creationTimestamp"), now), "-"]
                             + (["-"] if wide else []))
             for work in shares:
@@ -138,10 +127,10 @@ def get_jobs(target: Target, resource: r.Resource, name: str | None, selector: s
         ["REASON", "MESSAGE"] if wide else [])
     for job in jobs:
         meta = job["metadata"]
-        queue = queue_of(job)
+        queue = protocol.queue_status(job)
         clusters = ",".join(w["spec"]["placement"]["cluster"] for w in works.get(meta["uid"], []))
         queued = f"{queue['name']}#{queue.get('position', '?')}" if queue.get("name") else "-"
-        row = [*([meta["namespace"]] if prefix else []), meta["name"], state_of(job),
+        row = [*([meta["namespace"]] if prefix else []), meta["name"], job_state(job),
                clusters or "<none>", queued, output.age(meta.get("creationTimestamp"), now)]
         if wide:
             row += [str(queue.get("reason") or "-"), output.one_line(queue.get("message") or "-")]
@@ -326,8 +315,8 @@ def explain(job: Mapping[str, Any], works: Sequence[Mapping[str, Any]], now: dat
     """One or a few lines: where the job runs, or why it waits."""
     meta = job["metadata"]
     label = output.name_of(job)
-    state = state_of(job)
-    queue = queue_of(job)
+    state = job_state(job)
+    queue = protocol.queue_status(job)
     if works:
         parts = []
         for work in works:
@@ -341,12 +330,7 @@ def explain(job: Mapping[str, Any], works: Sequence[Mapping[str, Any]], now: dat
     if state in ("Succeeded", "Failed", "Completed"):
         return f"{label} is {state}"
     waited = output.age(meta.get("creationTimestamp"), now)
-    where = ""
-    if queue.get("name"):
-        where = f" in queue {queue['name']} at position {queue.get('position', '?')}"
-    reason = queue.get("reason") or "NotDecided"
-    message = output.one_line(queue.get("message") or "the hub has not decided yet")
-    return f"{label} waits{where} for {waited}: {reason}: {message}"
+    return output.one_line(f"{label} {protocol.waiting_text(queue, waited)}")
 
 
 def describe(target: Target, ref: Sequence[str], now: datetime) -> str:
@@ -357,10 +341,10 @@ def describe(target: Target, ref: Sequence[str], now: datetime) -> str:
     lines = [f"Name:         {meta['name']}",
              f"Namespace:    {meta['namespace']}",
              f"Kind:         {job['kind']} ({job['apiVersion']})",
-             f"State:        {state_of(job)}",
+             f"State:        {job_state(job)}",
              f"Created:      {meta.get('creationTimestamp', '?')} "
              f"({output.age(meta.get('creationTimestamp'), now)} ago)"]
-    queue = queue_of(job)
+    queue = protocol.queue_status(job)
     if queue:
         lines.append("Queue:        " + (
             f"{queue['name']}, position {queue.get('position', '?')}" if queue.get("name")

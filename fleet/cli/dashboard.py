@@ -55,9 +55,9 @@ def leader_page(hub: Kube) -> Whereabouts:
     if not where or not port.isdigit():
         raise CliError(f"the leading hub ({holder}) serves no dashboard: set "
                        "FLEET_DASHBOARD_PORT on it (deploy/ sets 8095)")
-    pod_ref = str(annotations.get(HUB_POD) or "")
-    pod = tuple(pod_ref.split("/", 1)) if "/" in pod_ref else None
-    return Whereabouts(holder, address, int(port), pod)  # type: ignore[arg-type]
+    pod_namespace, slash, pod_name = str(annotations.get(HUB_POD) or "").partition("/")
+    pod = (pod_namespace, pod_name) if slash else None
+    return Whereabouts(holder, address, int(port), pod)
 
 
 def local_url(where: Whereabouts) -> str:

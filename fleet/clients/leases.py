@@ -69,6 +69,7 @@ class LeaderElector:
         self.identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.clock = clock
         self.term = ""  # "<lease uid>:<transitions>" when this replica last acquired it
+        self.holder = ""  # whom the Lease named when this replica last read or wrote it
         self._renewed_at: float | None = None  # when the last successful renewal was sent
         self._observed: tuple[object, float] | None = None  # (record, when first seen)
         self._lock = threading.Lock()
@@ -126,7 +127,7 @@ class LeaderElector:
                 made = self.kube.create(r.LEASES, self._lease(1, sent), namespace=self.namespace)
                 return self._won(made, 1, sent)
             spec = lease.get("spec") or {}
-            holder = spec.get("holderIdentity") or ""
+            holder = self.holder = spec.get("holderIdentity") or ""
             transitions = int(spec.get("leaseTransitions") or 0)
             mine = holder == self.identity and self._renewed_at is not None and \
                 term_of(lease, transitions) == self.term
@@ -157,6 +158,7 @@ class LeaderElector:
     def _won(self, lease: dict[str, Any], transitions: int, sent: float) -> bool:
         with self._lock:
             self.term, self._renewed_at = term_of(lease, transitions), sent
+        self.holder = self.identity
         return True
 
     def _lost(self) -> bool:

@@ -24,7 +24,7 @@ from propagation.jobkey import JobKey
 from propagation.views import JobDemand
 from quota.amounts import MAX_JOBS
 from quota.engine import Holding, Job, QueuePolicy
-from quota.queues import queue_names
+from quota.queues import queue_names, waiting_below
 from quota.tree import QuotaNode, walk
 
 ADMITTED_AT = dispatch.ADMITTED_AT
@@ -180,9 +180,7 @@ def queue_objects(tree: Body, root: QuotaNode, usage: Mapping[str, Mapping[str, 
     for placed in walk(root):
         key = placed.key
         used = usage.get(key, {})
-        below = [p.key for p in walk(placed.node, placed.path[:-1])]
-        waiting = [job for leaf in below for job in pending.get(leaf, [])]
-        count = sum((counts or {}).get(leaf, len(pending.get(leaf, []))) for leaf in below)
+        waiting, count = waiting_below(placed, pending, counts)
         admitted = used.get(MAX_JOBS, 0)
         summary = ", ".join(
             f"{_short(r)} {format_canonical(r, used.get(r, 0))}/{format_canonical(r, m)}"

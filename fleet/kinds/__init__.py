@@ -29,6 +29,16 @@ def adapter_for(api_version: str, kind: str) -> KindAdapter:
     return _BY_KIND[(api_version, kind)]
 
 
+def job_state(body: Mapping[str, Any]) -> str:
+    """The job's state as its kind reads its status: Pending before it has one, Unknown for
+    an object no adapter reads."""
+    try:
+        return adapter_for(body["apiVersion"], body["kind"]).state(body.get("status")) \
+            or "Pending"
+    except (KeyError, NotImplementedError):
+        return "Unknown"
+
+
 def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
     """The controller other than fleet the job names to run it (as the training operator
     reads ``runPolicy.managedBy``: any value but its own); None when fleet runs it."""
@@ -39,4 +49,4 @@ def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
     return manager if manager not in (None, *adapter.own_managers) else None
 
 
-__all__ = ["ADAPTERS", "KindAdapter", "adapter_for", "managed_elsewhere"]
+__all__ = ["ADAPTERS", "KindAdapter", "adapter_for", "job_state", "managed_elsewhere"]

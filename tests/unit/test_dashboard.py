@@ -52,8 +52,7 @@ def latest(hub: Scheduler) -> tuple[Offer, QueueReport]:
 
 def test_members_show_every_member_by_shape(hub: Scheduler) -> None:
     offer, report = latest(hub)
-    shown = pages.members(offer.snap, offer.clusters, report.cells,
-                          pages.queue_names_by_leaf(offer.snap))["members"]
+    shown = pages.members(offer.snap, offer.clusters, report.cells)["members"]
     assert [m["name"] for m in shown] == ["member000", "member001", "member002"]
     for member in shown:
         body = next(b for b in offer.snap.clusters.values()

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from fleet import clock
 from fleet.hub.dashboard import payloads as pl
 
 STEP_SECONDS = 10.0
@@ -44,7 +45,7 @@ class History:
             if self._samples and self._samples[-1].names == names:
                 names = self._samples[-1].names  # one tuple for every sample of a tree
             self._samples.append(_Sample(
-                at.isoformat(timespec="seconds").replace("+00:00", "Z"), names,
+                clock.text(at=at), names,
                 tuple(q["gpus"]["used"] for q in shown),
                 tuple(q["waitingCount"] for q in shown)))
 

@@ -20,12 +20,13 @@ from fleet.api.quantity import GPU, format_canonical
 from fleet.hub import queueing as q
 from fleet.hub.cache import Snapshot
 from fleet.hub.dashboard import payloads as pl
+from fleet.hub.pass_view import leaf_queue_names
 from fleet.hub.views import parse_time
-from fleet.kinds import adapter_for
+from fleet.kinds import job_state
 from planner.intents import QueueReport
 from propagation.jobkey import JobKey
 from propagation.views import ClusterView
-from quota.queues import queue_names
+from quota.queues import queue_names, waiting_below
 from quota.tree import walk
 
 Body = Mapping[str, Any]
@@ -36,9 +37,12 @@ ENDED = ("Succeeded", "Failed", "Completed")
 
 
 # -- members ------------------------------------------------------------------------------
-def members(snap: Snapshot, views: Sequence[ClusterView], cells: Mapping[str, Mapping[str, int]],
-            queue_name: Mapping[str, str]) -> pl.Members:
-    """Each member as the hub knows it: capacity by shape, heartbeat, conditions, cells."""
+def members(snap: Snapshot, views: Sequence[ClusterView], cells: Mapping[str, Mapping[str, int]]
+            ) -> pl.Members:
+    """Each member as the hub knows it: capacity by shape, heartbeat, conditions, cells (by
+    the name of the queue that owns them)."""
+    tree = q.active_tree(snap)
+    queue_name = leaf_queue_names(tree[1]) if tree else {}
     bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
     shares: dict[str, int] = {}
     for (_, evicting), works in snap.works_by_job.items():
@@ -120,11 +124,8 @@ def queues(snap: Snapshot, report: QueueReport | None, now: datetime) -> pl.Queu
     for placed in walk(root):
         key, node = placed.key, placed.node
         used = usage.get(key, {})
-        below = [leaf.key for leaf in walk(node, placed.path[:-1]) if leaf.node.is_leaf]
-        waiting = [job for leaf in below for job in (report.pending.get(leaf, ()) if report
-                                                      else ())]
-        count = sum((report.waiting.get(leaf, len(report.pending.get(leaf, ())))
-                     if report else 0) for leaf in below)
+        waiting, count = waiting_below(placed, report.pending, report.waiting) if report \
+            else ([], 0)
         gpu_min, gpu_max, gpu_used = (int(node.min.get(GPU, 0)), int(node.max.get(GPU, 0)),
                                       int(used.get(GPU, 0)))
         out.append(pl.QueueNode(
@@ -140,19 +141,10 @@ def queues(snap: Snapshot, report: QueueReport | None, now: datetime) -> pl.Queu
     return pl.Queues(tree=f"{meta['namespace']}/{meta['name']}", queues=out)
 
 
-def queue_names_by_leaf(snap: Snapshot) -> dict[str, str]:
-    """Queue names by tree-node key ("root/team-a"), as the hub publishes them."""
-    tree = q.active_tree(snap)
-    if tree is None:
-        return {}
-    return {"/".join(path): name
-            for path, name in queue_names(placed.path for placed in walk(tree[1])).items()}
-
-
 def waiting_job(snap: Snapshot, key: JobKey, position: int, now: datetime) -> pl.WaitingJob:
     body = _job_by_name(snap, key) or {}
     meta = body.get("metadata") or {}
-    queue = _queue_status(body)
+    queue = p.queue_status(body)
     created = parse_time(meta.get("creationTimestamp"))
     return pl.WaitingJob(
         position=position, job=f"{key.namespace}/{key.name}", kind=str(body.get("kind", "")),
@@ -189,24 +181,16 @@ def jobs(snap: Snapshot, *, text: str = "", state: str = "", queue: str = "",
 def job_row(body: Body) -> pl.JobRow:
     meta = body["metadata"]
     annotations = meta.get("annotations") or {}
-    queue = _queue_status(body)
+    queue = p.queue_status(body)
     position = queue.get("position")
     return pl.JobRow(
         uid=str(meta.get("uid", "")), kind=str(body.get("kind", "")),
         namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-        state=state_of(body), queue=str(queue.get("name") or ""),
+        state=job_state(body), queue=str(queue.get("name") or ""),
         position=position if isinstance(position, int) else None,
         reason=str(queue.get("reason") or ""),
         clusters=[c for c in str(annotations.get(p.CLUSTERS) or "").split(",") if c],
         created=str(meta.get("creationTimestamp") or ""))
-
-
-def state_of(body: Body) -> str:
-    try:
-        return adapter_for(body["apiVersion"], body["kind"]).state(body.get("status")) \
-            or "Pending"
-    except (KeyError, NotImplementedError):
-        return "Unknown"
 
 
 def job(snap: Snapshot, uid: str, events: Iterable[Body] = ()) -> pl.JobDetail | None:
@@ -222,7 +206,7 @@ def job(snap: Snapshot, uid: str, events: Iterable[Body] = ()) -> pl.JobDetail |
         works, key=lambda w: w["spec"]["placement"]["cluster"])]
     status = body.get("status") or {}
     return pl.JobDetail(
-        job=row, message=_summary(row, _queue_status(body), shares), shares=shares,
+        job=row, message=_summary(row, p.queue_status(body), shares), shares=shares,
         timeline=timeline(body, works, events),
         conditions=[condition(c) for c in status.get("conditions") or []])
 
@@ -306,18 +290,10 @@ def _summary(row: pl.JobRow, queue: Body, shares: Sequence[pl.Share]) -> str:
             for s in shares)
     if row["state"] in ENDED:
         return row["state"]
-    where = f" in queue {queue['name']} at position {queue.get('position', '?')}" \
-        if queue.get("name") else ""
-    reason = queue.get("reason") or "NotDecided"
-    message = queue.get("message") or "the hub has not decided yet"
-    return f"waits{where}: {reason}: {message}"
+    return p.waiting_text(queue)
 
 
 # -- shared -------------------------------------------------------------------------------
-def _queue_status(body: Body) -> Body:
-    return ((body.get("status") or {}).get("queue")) or {}
-
-
 def _job_by_name(snap: Snapshot, key: JobKey) -> Body | None:
     found = snap.named.get(key)
     return snap.jobs.get(found) if found else None

@@ -21,20 +21,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from fleet import clock as wall_clock
 from fleet.api.protocol import HUB_DASHBOARD, HUB_POD
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
-from fleet.clients.resources import EVENTS, LEASES
+from fleet.clients.resources import EVENTS
 from fleet.hub.dashboard import pages
 from fleet.hub.dashboard import payloads as pl
 from fleet.hub.dashboard.history import History
 from fleet.hub.reporting import Offer, Reporting
+from fleet.metrics import answer
 from planner.intents import QueueReport
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class Leader:
     leading: Callable[[], bool]
     identity: Callable[[], str]
     term: Callable[[], str]
-    holder: Callable[[], str]  # the identity the Lease names (the leader, seen from here)
+    holder: Callable[[], str]  # whom the Lease named when this replica last read it
 
 
 class Board:
@@ -119,7 +120,7 @@ class Board:
             return self.overview(offer, report)
         if path == "/api/members":
             cells = report.cells if report else {}
-            return pages.members(snap, views, cells, pages.queue_names_by_leaf(snap))
+            return pages.members(snap, views, cells)
         if path == "/api/queues":
             return pages.queues(snap, report, offer.now)
         if path == "/api/history":
@@ -146,7 +147,8 @@ class Board:
     def overview(self, offer: Offer, report: QueueReport | None) -> pl.Overview:
         members, ready, jobs, waiting, gpus = pages.overview(offer.snap, offer.clusters, report)
         return pl.Overview(leading=True, identity=self.leader.identity(),
-                           term=self.leader.term(), at=_stamp(offer.now), version=offer.number,
+                           term=self.leader.term(), at=wall_clock.text(at=offer.now),
+                           version=offer.number,
                            members=members, membersReady=ready, jobs=jobs, waiting=waiting,
                            gpus=gpus)
 
@@ -168,10 +170,6 @@ class Board:
             except Exception:  # a sample missed never stops the next
                 log.exception("dashboard history sample failed")
             stop.wait(self.history.step)
-
-
-def _stamp(at: datetime) -> str:
-    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _json(value: object) -> bytes:
@@ -222,17 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(404, b"not found\n", "text/plain", body)
 
     def _answer(self, code: int, content: bytes, kind: str, body: bool) -> None:
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(content)))
-            for name, value in HEADERS.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if body:
-                self.wfile.write(content)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the browser went away
+        answer(self, code, content, kind, HEADERS, send_body=body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # a page polling every few seconds would flood the JSON log
@@ -267,10 +255,6 @@ def start(reporting: Reporting, elector: LeaderElector, kube: Kube, addr: str, p
     if not 1 <= port <= 65535:
         log.error("FLEET_DASHBOARD_PORT=%s is no port (1..65535): no dashboard", port)
         return None
-    def holder() -> str:
-        lease = kube.get_or_none(LEASES, elector.name, elector.namespace) or {}
-        return str((lease.get("spec") or {}).get("holderIdentity") or "")
-
     def events(namespace: str, uid: str) -> list[Body]:
         found, _ = kube.list(EVENTS, namespace, field_selector=f"involvedObject.uid={uid}")
         found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
@@ -278,7 +262,7 @@ def start(reporting: Reporting, elector: LeaderElector, kube: Kube, addr: str, p
 
     board = Board(reporting.latest,
                   Leader(leading=lambda: elector.leading, identity=lambda: elector.identity,
-                         term=lambda: elector.term, holder=holder),
+                         term=lambda: elector.term, holder=lambda: elector.holder),
                   events)
     try:
         server = serve(board, port, addr)
