@@ -42,9 +42,8 @@ def _subtract(groups: list[NodeGroup], request: Resources,
     for i, group in enumerate(groups):
         if domains and not _in_domains(group, domains):
             continue
-        free = dict(group.free.items_)
-        left = tuple([free.get(name, 0) - amount for name, amount in wanted])
-        if min(left, default=0) >= 0 and (best is None or (left, i) < best):
+        left = _left_after(group.free, wanted)
+        if left is not None and (best is None or (left, i) < best):
             best = (left, i)
     if best is None:  # (the domain's nodes are already reported full: take it anywhere)
         return _subtract(groups, request) if domains else groups
@@ -55,6 +54,19 @@ def _subtract(groups: list[NodeGroup], request: Resources,
     taken = NodeGroup(1, group.free - request, group.labels, group.nodes[:1])
     out = [*groups[:index], *rest, *groups[index + 1:]]
     return _joined(out, taken) or [*groups[:index], *rest, taken, *groups[index + 1:]]
+
+
+def _left_after(free: Resources, wanted: Sequence[tuple[str, int]]) -> tuple[int, ...] | None:
+    """What a node keeps of each wanted resource (scarcest first) once it takes the request;
+    None when it cannot (known at the scarcest resource for most full nodes)."""
+    have = dict(free.items_)
+    left = []
+    for name, amount in wanted:
+        rest = have.get(name, 0) - amount
+        if rest < 0:
+            return None
+        left.append(rest)
+    return tuple(left)
 
 
 def _joined(groups: list[NodeGroup], taken: NodeGroup) -> list[NodeGroup] | None:

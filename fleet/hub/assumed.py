@@ -106,6 +106,8 @@ class AssumedCapacity:
     def __init__(self) -> None:
         self._shares: dict[tuple[str, int], list[Share]] = {}  # by Work uid, generation
         self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
+        # cluster -> (its view less its Works, the inflight requests taken, the view less both)
+        self._inflight: dict[str, tuple[ClusterView, tuple[Resources, ...], ClusterView]] = {}
         self._works: dict[str, dict[Key, Mapping[str, Any]]] = {}  # cluster -> its Works
         self._where: dict[Key, str] = {}  # Work -> its cluster
         self._unreported: dict[str, list[Mapping[str, Any]]] = {}
@@ -139,8 +141,25 @@ class AssumedCapacity:
         for cluster in clusters:
             shares = [s for w in self._unreported.get(cluster.name, []) for s in self._share(w)]
             view = self._with_shares(cluster, shares)
-            out[cluster.name] = with_assumed(view, list(inflight.get(cluster.name, [])))
+            out[cluster.name] = self._with_inflight(view, tuple(inflight.get(cluster.name, ())))
         self._views = {k: v for k, v in self._views.items() if k in out}
+        self._inflight = {k: v for k, v in self._inflight.items() if k in out}
+        return out
+
+    def _with_inflight(self, view: ClusterView, requests: tuple[Resources, ...]) -> ClusterView:
+        """``view`` less the ``requests`` of binds being written, carried on from the last
+        pass while the view is the same and the last pass's requests lead this pass's (binds
+        wait for writers for a second or more, a pass every few hundred milliseconds). The
+        same view object also keeps the packings division made on it."""
+        if not requests:
+            self._inflight.pop(view.name, None)
+            return view
+        start, out = 0, view
+        last = self._inflight.get(view.name)
+        if last is not None and last[0] is view and requests[:len(last[1])] == last[1]:
+            start, out = len(last[1]), last[2]
+        out = with_assumed(out, requests[start:])
+        self._inflight[view.name] = (view, requests, out)
         return out
 
     def _refresh(self, snap: Snapshot) -> None:

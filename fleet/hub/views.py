@@ -115,7 +115,9 @@ def _cell_nodes(body: Body) -> tuple[CellNode, ...]:
         shape = (model, *sorted(group.allocatable.items()))
         gpus = group.allocatable.get(GPU, 0)
         out += [CellNode(name, node, gpus, shape) for node in group.nodes[: group.count]]
-    return tuple(out)
+    # by name: a report groups nodes by what is free on them, so its order changes with every
+    # bind, and the deal (whose inputs are compared from pass to pass) would be redone
+    return tuple(sorted(out, key=lambda node: node.name))
 
 
 def cluster_view(body: Body, now: datetime, heartbeat_timeout: float,

@@ -1,5 +1,6 @@
 """Capacity the hub assumes taken: carrying a pass's views over to the next must give the
-same views as computing them afresh, whatever Works come, go or get reported."""
+same views as computing them afresh, whatever Works come, go or get reported, and whatever
+binds are being written."""
 
 from __future__ import annotations
 
@@ -46,10 +47,12 @@ def work(index: int, cluster: str, gpus: int, workers: int, bound: str | None = 
             "status": {"boundTime": bound} if bound else {}}
 
 
-def fresh(clusters: list[ClusterView], cache: Cache) -> dict[str, ClusterView]:
+def fresh(clusters: list[ClusterView], cache: Cache,
+          inflight: dict[str, list[Resources]] | None = None) -> dict[str, ClusterView]:
     unreported = unreported_works(cache.snapshot())
-    return {c.name: with_assumed(c, [r for w in unreported.get(c.name, [])
-                                     for r in share_requests(w)]) for c in clusters}
+    return {c.name: with_assumed(with_assumed(c, [r for w in unreported.get(c.name, [])
+                                                  for r in share_requests(w)]),
+                                 (inflight or {}).get(c.name, [])) for c in clusters}
 
 
 def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
@@ -59,7 +62,14 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
         cache.upsert("clusters", member(name))
     assumed = AssumedCapacity()
     live: list[Body] = []
+    # binds being written: more come after the last, any one lands and goes
+    inflight: dict[str, list[Resources]] = {"a": [], "b": []}
     for step in range(60):
+        flying = inflight[rng.choice("ab")]
+        if rng.random() < 0.6 or not flying:
+            flying.append(Resources.of({"nvidia.com/gpu": rng.choice((1, 2, 8))}))
+        else:
+            flying.pop(rng.randrange(len(flying)))
         roll = rng.random()
         if roll < 0.6 or not live:  # a new Work, appended
             body = work(step, rng.choice("ab"), rng.choice((0, 1, 2, 4)), rng.randint(1, 3))
@@ -76,7 +86,8 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
         snap = cache.snapshot()
         assumed.changed(snap, changes.works, changes.clusters)
         clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
-        assert assumed.views(clusters, snap, {}) == fresh(clusters, cache), f"step {step}"
+        assert assumed.views(clusters, snap, inflight) == fresh(clusters, cache, inflight), \
+            f"step {step}"
 
 
 def test_a_reserved_work_is_not_assumed_twice() -> None:
