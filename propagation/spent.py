@@ -7,7 +7,7 @@ Pure: a frozen view in, a new one out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from propagation.fit import Domain
@@ -82,6 +82,25 @@ def _joined(groups: list[NodeGroup], taken: NodeGroup) -> list[NodeGroup] | None
     return None
 
 
+def _all_joined(groups: list[NodeGroup], taken: Iterable[NodeGroup]) -> list[NodeGroup]:
+    """:func:`_joined` for each of ``taken`` in turn (else appended), each group found by
+    what makes nodes alike rather than by a walk of the groups per node."""
+    alike: dict[tuple[object, ...], int] = {}
+    for index, group in enumerate(groups):
+        alike.setdefault((group.free, group.labels, bool(group.nodes)), index)
+    for node in taken:
+        key = (node.free, node.labels, bool(node.nodes))
+        i = alike.get(key)
+        if i is None:
+            alike[key] = len(groups)
+            groups.append(node)
+            continue
+        other = groups[i]
+        groups[i] = NodeGroup(other.count + 1, other.free, other.labels,
+                              tuple(sorted((*other.nodes, *node.nodes))))
+    return groups
+
+
 def with_held(cluster: ClusterView, held: Sequence[Resources],
               nodes: Sequence[str]) -> ClusterView:
     """``cluster`` with ``held`` taken out of the named ``nodes``: each request comes off one
@@ -122,9 +141,7 @@ def with_held_each(cluster: ClusterView,
             left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
             # (never below zero: the rest of the planner reads free capacity as a count)
             own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
-    for taken in own.values():
-        groups = _joined(groups, taken) or [*groups, taken]
-    return replace(cluster, node_groups=tuple(groups))
+    return replace(cluster, node_groups=tuple(_all_joined(groups, own.values())))
 
 
 def _wanted(request: Resources) -> list[tuple[str, int]]:

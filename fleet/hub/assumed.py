@@ -124,8 +124,12 @@ class AssumedCapacity:
             if before is not None and before != cluster:
                 self._works.get(before, {}).pop(key, None)
                 self._dirty.add(before)
-            if body is None or cluster is None:
+            if body is None or cluster is None or not _live(body):
+                # (an ended or deleted Work is never assumed again: not walked again either)
                 self._where.pop(key, None)
+                if cluster is not None:
+                    self._works.get(cluster, {}).pop(key, None)
+                    self._dirty.add(cluster)
                 continue
             self._works.setdefault(cluster, {})[key] = body  # (in place: order is kept)
             self._where[key] = cluster
@@ -136,11 +140,15 @@ class AssumedCapacity:
               inflight: Mapping[str, Sequence[Resources]]) -> dict[str, ClusterView]:
         """Each cluster's view less its unreported Works and then its ``inflight`` requests
         (decided this or an earlier pass, Works not yet in the cache)."""
-        self._refresh(snap)
+        refreshed = self._refresh(snap)
         out = {}
         for cluster in clusters:
-            shares = [s for w in self._unreported.get(cluster.name, []) for s in self._share(w)]
-            view = self._with_shares(cluster, shares)
+            last = self._views.get(cluster.name)
+            if cluster.name not in refreshed and last is not None and last[0] == cluster:
+                view = last[2]  # the same report, the same unreported Works: the same view
+            else:
+                view = self._with_shares(cluster, [
+                    s for w in self._unreported.get(cluster.name, []) for s in self._share(w)])
             out[cluster.name] = self._with_inflight(view, tuple(inflight.get(cluster.name, ())))
         self._views = {k: v for k, v in self._views.items() if k in out}
         self._inflight = {k: v for k, v in self._inflight.items() if k in out}
@@ -162,17 +170,21 @@ class AssumedCapacity:
         self._inflight[view.name] = (view, requests, out)
         return out
 
-    def _refresh(self, snap: Snapshot) -> None:
+    def _refresh(self, snap: Snapshot) -> set[str]:
+        """Find the unreported Works again on the members whose Works or report changed;
+        those members."""
         if self._dirty is None:  # the first pass: every Work
             self._works, self._where = {}, {}
             for key, work in snap.works.items():
+                if not _live(work):
+                    continue
                 cluster = work["spec"]["placement"]["cluster"]
                 self._works.setdefault(cluster, {})[key] = work
                 self._where[key] = cluster
             self._dirty = set(self._works) | {b["metadata"]["name"]
                                               for b in snap.clusters.values()}
         if not self._dirty:
-            return
+            return set()
         bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
         for cluster in self._dirty:
             works = self._works.get(cluster, {})
@@ -184,7 +196,8 @@ class AssumedCapacity:
         live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
                 for ws in self._unreported.values() for w in ws}
         self._shares = {k: v for k, v in self._shares.items() if k in live}
-        self._dirty = set()
+        refreshed, self._dirty = self._dirty, set()
+        return refreshed
 
     def _share(self, work: Mapping[str, Any]) -> list[Share]:
         """A Work's share, a part per set of domains its roles keep to (one for most)."""

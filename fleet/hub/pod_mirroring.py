@@ -94,33 +94,11 @@ class Mirroring:
         if context != self.context:
             self.seen.clear()
             self.context = context
-        refs = [policy_ref(b) for b in policies]
-        by_ref = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
-                  for b in policies}
-        jobs_by_uid = {j["metadata"].get("uid"): j for j in snap.jobs.values()}
-        current: set[tuple[str, str]] = set()
-        for work in snap.works.values():
-            meta = work["metadata"]
-            key = (meta.get("namespace", ""), meta["name"])
-            current.add(key)
-            version = str(meta.get("resourceVersion", ""))
-            job = jobs_by_uid.get(work.get("spec", {}).get("job", {}).get("uid"))
-            if self.seen.get(key) == version and job is not None:
-                continue
-            self.seen[key] = version
-            cluster = work.get("spec", {}).get("placement", {}).get("cluster", "")
-            if job is None or cluster not in endpoints:
-                self.desired.pop(key, None)
-                continue
-            chosen = governing_policy(job_identity(job), refs)
-            policy = by_ref.get((chosen.namespace, chosen.name)) if chosen else None
-            if m.wants_mirrors(job, policy):
-                self.desired[key] = m.mirrors_of(work, job)
-            else:
-                self.desired.pop(key, None)
-        for key in set(self.desired) - current:
-            self.desired.pop(key)
-            self.seen.pop(key, None)
+        if endpoints:
+            self._desire(snap, policies, endpoints)
+        else:  # no member serves logs: no Work has mirrors (those standing go below)
+            self.desired.clear()
+            self.seen.clear()
         with _LOCK:
             existing = dict(_MIRRORS)
         plan = m.plan((x for ms in self.desired.values() for x in ms), existing)
@@ -196,6 +174,37 @@ class Mirroring:
             if cluster and port.isdigit():
                 found[cluster] = (address, int(port))
         return found
+
+    def _desire(self, snap: Snapshot, policies: list[Body],
+                endpoints: Mapping[str, KubeletEndpoint]) -> None:
+        """The mirrors each Work wants, read again for the Works changed since the last
+        step."""
+        refs = [policy_ref(b) for b in policies]
+        by_ref = {(b["metadata"].get("namespace") or "", b["metadata"]["name"]): b
+                  for b in policies}
+        current: set[tuple[str, str]] = set()
+        for work in snap.works.values():
+            meta = work["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            current.add(key)
+            version = str(meta.get("resourceVersion", ""))
+            job = snap.job_of(str(work.get("spec", {}).get("job", {}).get("uid", "")))
+            if self.seen.get(key) == version and job is not None:
+                continue
+            self.seen[key] = version
+            cluster = work.get("spec", {}).get("placement", {}).get("cluster", "")
+            if job is None or cluster not in endpoints:
+                self.desired.pop(key, None)
+                continue
+            chosen = governing_policy(job_identity(job), refs)
+            policy = by_ref.get((chosen.namespace, chosen.name)) if chosen else None
+            if m.wants_mirrors(job, policy):
+                self.desired[key] = m.mirrors_of(work, job)
+            else:
+                self.desired.pop(key, None)
+        for key in set(self.desired) - current:
+            self.desired.pop(key)
+            self.seen.pop(key, None)
 
     def _nodes(self, snap: Snapshot, endpoints: Mapping[str, KubeletEndpoint],
                needed: set[str]) -> set[str]:

@@ -75,8 +75,13 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
             body = work(step, rng.choice("ab"), rng.choice((0, 1, 2, 4)), rng.randint(1, 3))
             live.append(body)
             cache.upsert("works", body)
-        elif roll < 0.8:  # one goes away from the middle
+        elif roll < 0.75:  # one goes away from the middle
             cache.remove("works", live.pop(rng.randrange(len(live))))
+        elif roll < 0.85:  # one ends before any report counted it
+            ended = rng.choice(live)
+            ended["status"] = {"state": rng.choice(("Succeeded", "Failed"))}
+            ended["metadata"]["resourceVersion"] = str(1000 + step)
+            cache.upsert("works", ended)
         else:  # the member reports one: bound before the report was taken
             reported = rng.choice(live)
             reported["status"] = {"boundTime": "2026-11-21T11:59:00.000000Z"}
