@@ -76,8 +76,7 @@ def _joined(groups: list[NodeGroup], taken: NodeGroup) -> list[NodeGroup] | None
     for i, other in enumerate(groups):
         if other.free == taken.free and other.labels == taken.labels and bool(
                 other.nodes) == bool(taken.nodes):
-            groups[i] = NodeGroup(other.count + 1, other.free, other.labels,
-                                  tuple(sorted((*other.nodes, *taken.nodes))))
+            groups[i] = _merged(other, taken)
             return groups
     return None
 
@@ -95,10 +94,14 @@ def _all_joined(groups: list[NodeGroup], taken: Iterable[NodeGroup]) -> list[Nod
             alike[key] = len(groups)
             groups.append(node)
             continue
-        other = groups[i]
-        groups[i] = NodeGroup(other.count + 1, other.free, other.labels,
-                              tuple(sorted((*other.nodes, *node.nodes))))
+        groups[i] = _merged(groups[i], node)
     return groups
+
+
+def _merged(group: NodeGroup, node: NodeGroup) -> NodeGroup:
+    """``group`` with one more node like its own."""
+    return NodeGroup(group.count + 1, group.free, group.labels,
+                     tuple(sorted((*group.nodes, *node.nodes))))
 
 
 def with_held(cluster: ClusterView, held: Sequence[Resources],
