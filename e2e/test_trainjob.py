@@ -26,6 +26,9 @@ from fleet.api import runtimes
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
+from fleet.hub import admission
+from fleet.hub.cache import Cache
+from fleet.hub.trainer_runtimes import runtime_key
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
@@ -108,6 +111,25 @@ def test_the_hub_ships_trainers_default_runtimes(hub: Kube) -> None:
     assert {"torch-distributed", "deepspeed-distributed"} <= set(names)
     assert names["torch-distributed"]["metadata"]["labels"][
         "trainer.kubeflow.org/framework"] == "torch"
+
+
+def test_a_runtime_the_hubs_cache_has_not_seen_yet_is_read_from_the_api_server(
+        hub: Kube) -> None:
+    """A runtime created a moment before its TrainJob (both in one ``kubectl apply``) may
+    not have reached the hub's watch yet: the webhook reads it from the API server rather
+    than refuse a valid job. (The preemption test below was refused so once.)"""
+    empty = Cache()  # as the hub's cache is before its watch brings the runtime
+    admission.read_through(hub)
+    try:
+        found = admission.find_runtime(empty, runtime_key(trainjob("x", "torch-distributed")))
+        missing = admission.find_runtime(empty, runtime_key(trainjob("x", "no-such-runtime")))
+    finally:
+        admission.read_through(None)
+    assert found is not None
+    assert found["metadata"]["name"] == "torch-distributed"
+    assert missing is None
+    assert admission.find_runtime(empty, runtime_key(trainjob("x", "torch-distributed"))) \
+        is None  # (no read-through: the cache's word alone)
 
 
 def test_a_torch_trainjob_splits_over_two_members_as_one_indexed_job(

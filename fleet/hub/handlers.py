@@ -71,6 +71,7 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     elector = elector_once(lambda: LeaderElector(
         kube, *HUB_LEASE, lease_seconds=lease_seconds,
         annotations=dashboard.whereabouts(dashboard_addr, dashboard_port)))
+    admission.read_through(kube)
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
     watches.start(_STOP)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
