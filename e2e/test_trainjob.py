@@ -11,10 +11,11 @@ import os
 import subprocess
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import kopf
 import pytest
 
 from e2e import kubeflow_sdk
@@ -23,12 +24,12 @@ from e2e.jobs import delete_jobs, gang_namespace, hub_job, member
 from e2e.localfleet import HUB, LocalFleet
 from e2e.test_priority import GPU, events, idle_fleet, job_of, priority_classes
 from fleet.api import runtimes
+from fleet.api.protocol import RUNTIME_WEBHOOK
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
-from fleet.hub import admission
-from fleet.hub.cache import Cache
-from fleet.hub.trainer_runtimes import runtime_key
+from fleet.hub import handlers
+from fleet.hub.cache import RUNTIMES
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
@@ -36,6 +37,7 @@ NS = "trainjobs"
 SDK_NS = "trainer-sdk"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+RUNTIME_KEY = ("trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime", "", "torch-distributed")
 
 
 def namespace(hub: Kube, name: str, *, split: int = 1, mirror_pods: bool = False) -> None:
@@ -114,22 +116,30 @@ def test_the_hub_ships_trainers_default_runtimes(hub: Kube) -> None:
 
 
 def test_a_runtime_the_hubs_cache_has_not_seen_yet_is_read_from_the_api_server(
-        hub: Kube) -> None:
+        hub: Kube, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A runtime created a moment before its TrainJob (both in one ``kubectl apply``) may
     not have reached the hub's watch yet: the webhook reads it from the API server rather
-    than refuse a valid job. (The preemption test below was refused so once.)"""
-    empty = Cache()  # as the hub's cache is before its watch brings the runtime
-    admission.read_through(hub)
-    try:
-        found = admission.find_runtime(empty, runtime_key(trainjob("x", "torch-distributed")))
-        missing = admission.find_runtime(empty, runtime_key(trainjob("x", "no-such-runtime")))
-    finally:
-        admission.read_through(None)
-    assert found is not None
-    assert found["metadata"]["name"] == "torch-distributed"
-    assert missing is None
-    assert admission.find_runtime(empty, runtime_key(trainjob("x", "torch-distributed"))) \
-        is None  # (no read-through: the cache's word alone)
+    than refuse a valid job. (The preemption test below was refused so once.) The hub's own
+    webhook handler runs here, in this process, with its cache empty, as it is before its
+    watch brings the runtime: once the hub serves the webhook, it finds the runtime."""
+    webhooks = kopf.get_default_registry()._webhooks.get_all_handlers()
+    (snapshot,) = [cast(Callable[..., None], h.fn) for h in webhooks if h.id == RUNTIME_WEBHOOK]
+
+    def admit(runtime: str) -> str:
+        patch: Body = {}
+        snapshot(body=trainjob("x", runtime), patch=patch)
+        return str(patch["metadata"]["annotations"]["fleet.sh/runtime"])
+
+    assert handlers.CACHE.item(RUNTIMES, RUNTIME_KEY) is None
+    with pytest.raises(kopf.AdmissionError, match="not found"):
+        admit("torch-distributed")  # the cache's word alone, before the webhook is served
+    for name in ("FLEET_WEBHOOK_CERT", "FLEET_WEBHOOK_KEY"):
+        monkeypatch.setenv(name, str(tmp_path / name))  # (the server is made, never started)
+    monkeypatch.setenv("FLEET_WEBHOOK_PORT", "1")
+    handlers._serve_webhook(kopf.OperatorSettings(), hub, lambda: False)
+    assert json.loads(admit("torch-distributed"))["name"] == "torch-distributed"
+    with pytest.raises(kopf.AdmissionError, match='"no-such-runtime" not found'):
+        admit("no-such-runtime")
 
 
 def test_a_torch_trainjob_splits_over_two_members_as_one_indexed_job(

@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+from fleet import http_answer
+
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 # -- the hub's decisions ------------------------------------------------------------------
@@ -220,27 +222,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(404, b"not found\n", "text/plain")
 
     def _answer(self, code: int, body: bytes, content_type: str) -> None:
-        answer(self, code, body, content_type)
+        http_answer.answer(self, code, body, content_type)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # probes every few seconds would flood the JSON log
-
-
-def answer(handler: BaseHTTPRequestHandler, code: int, body: bytes, content_type: str,
-           headers: Mapping[str, str] | None = None, *, send_body: bool = True) -> None:
-    """One HTTP answer (its body left out for HEAD); a client that hung up (a probe that
-    timed out, a closed browser) gets none, and nothing is logged."""
-    try:
-        handler.send_response(code)
-        handler.send_header("Content-Type", content_type)
-        handler.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        if send_body:
-            handler.wfile.write(body)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
 
 
 _SERVING: dict[tuple[str, int], ThreadingHTTPServer] = {}

@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from fleet.api.protocol import JOB_WEBHOOK, RUNTIME, RUNTIME_WEBHOOK
 from fleet.api.quantity import QuantityError
 from fleet.api.size import JOB_COPIES, refusal
-from fleet.api.trainer import CLUSTER_RUNTIME, TrainJob
+from fleet.api.trainer import TrainJob
 from fleet.clients import errors
 from fleet.clients.kube import Kube
-from fleet.clients.resources import CLUSTERTRAININGRUNTIMES, TRAININGRUNTIMES, TRAINJOBS
+from fleet.clients.resources import TRAINJOBS
 from fleet.hub import trainer_runtimes
-from fleet.hub.cache import RUNTIMES, Cache, Key
+from fleet.hub.cache import RUNTIMES, Cache
 from fleet.hub.dispatch import ADMITTED_AT
 from fleet.hub.quota_views import quota_node
 from fleet.kinds import ADAPTERS, adapter_for, checks
@@ -45,30 +45,30 @@ class WebhookServer(kopf.WebhookServer):
             fn, request.clone(client_max_size=MAX_REVIEW_BYTES))
 
 
-_API: list[Kube] = []  # where a runtime the cache has not seen yet is read (none: not read)
+class Runtimes:
+    """Where the webhook finds a new TrainJob's runtime: the hub's cache, else the API server
+    once the hub serves the webhook. A runtime created a moment before its TrainJob (both in
+    one ``kubectl apply``) may not have reached the hub's watch yet, and refusing the job for
+    it would refuse a valid request."""
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+        self._api: Kube | None = None
+
+    def read_through(self, kube: Kube) -> None:
+        self._api = kube
+
+    def find(self, ref: trainer_runtimes.RuntimeRef) -> Mapping[str, Any] | None:
+        found = self._cache.item(RUNTIMES, ref.key)
+        if found is not None or self._api is None:
+            return found
+        try:
+            return self._api.get_or_none(ref.resource, ref.name, ref.namespace or None)
+        except errors.ApiError:
+            return None  # (refused as missing: the user's retry finds it in the cache)
 
 
-def read_through(kube: Kube | None) -> None:
-    """Read a runtime the cache lacks from the API server (None: do not): one created a
-    moment before its TrainJob (both in one ``kubectl apply``) may not have reached the
-    hub's watch yet, and refusing the job for it would refuse a valid request."""
-    _API[:] = [kube] if kube is not None else []
-
-
-def find_runtime(cache: Cache, key: Key) -> Mapping[str, Any] | None:
-    """The runtime at ``key``: the cache's, else the API server's."""
-    found = cache.item(RUNTIMES, key)
-    if found is not None or not _API:
-        return found
-    kind, namespace, name = key[0].rsplit("/", 1)[-1], key[1], key[2]
-    resource = CLUSTERTRAININGRUNTIMES if kind == CLUSTER_RUNTIME else TRAININGRUNTIMES
-    try:
-        return _API[0].get_or_none(resource, name, namespace or None)
-    except errors.ApiError:
-        return None  # (refused as missing: the user's retry finds it in the cache)
-
-
-def register(cache: Cache) -> None:
+def register(cache: Cache, runtimes: Runtimes) -> None:
     @kopf.on.validate("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees",
                       operations=["CREATE", "UPDATE"], id="elasticquotatree")
     def check_tree(*, body: kopf.Body, warnings: list[str], **_: Any) -> None:
@@ -119,7 +119,7 @@ def register(cache: Cache) -> None:
             raise kopf.AdmissionError(first_error(exc), code=422) from None
         meta = body.get("metadata") or {}
         try:
-            snapshot = trainer_runtimes.snapshot(body, lambda key: find_runtime(cache, key))
+            snapshot = trainer_runtimes.snapshot(body, runtimes.find)
             TRAINJOB.demand("", {**body, "metadata": {**meta, "annotations": {
                 **(meta.get("annotations") or {}), RUNTIME: snapshot}}})
         except (InvalidJob, trainer_runtimes.RuntimeMissing) as exc:

@@ -144,11 +144,14 @@ class AssumedCapacity:
         out = {}
         for cluster in clusters:
             last = self._views.get(cluster.name)
-            if cluster.name not in refreshed and last is not None and last[0] == cluster:
+            if last is not None and last[0] != cluster:
+                last = None  # a new report: every unreported Work taken out of it afresh
+            if last is not None and cluster.name not in refreshed:
                 view = last[2]  # the same report, the same unreported Works: the same view
             else:
                 view = self._with_shares(cluster, [
-                    s for w in self._unreported.get(cluster.name, []) for s in self._share(w)])
+                    s for w in self._unreported.get(cluster.name, []) for s in self._share(w)],
+                    last)
             out[cluster.name] = self._with_inflight(view, tuple(inflight.get(cluster.name, ())))
         self._views = {k: v for k, v in self._views.items() if k in out}
         self._inflight = {k: v for k, v in self._inflight.items() if k in out}
@@ -211,11 +214,14 @@ class AssumedCapacity:
                                          for requests, domains in share_batches(work)]
         return known
 
-    def _with_shares(self, cluster: ClusterView, shares: Sequence[Share]) -> ClusterView:
+    def _with_shares(self, cluster: ClusterView, shares: Sequence[Share],
+                     last: tuple[ClusterView, tuple[str, ...], ClusterView] | None
+                     ) -> ClusterView:
+        """``cluster`` less ``shares``, carried on from ``last`` (made from the same report)
+        while its shares lead these."""
         uids = tuple(uid for uid, _, _, _ in shares)  # a Work of several parts: as many
         start, view = 0, cluster
-        last = self._views.get(cluster.name)
-        if last is not None and last[0] == cluster and uids[:len(last[1])] == last[1]:
+        if last is not None and uids[:len(last[1])] == last[1]:
             start, view = len(last[1]), last[2]
         # Each share on the nodes its decision packed it onto (a replica pinned to a node is
         # counted there), else within its domains; consecutive shares of either kind in one

@@ -33,10 +33,11 @@ from propagation.views import FitMode
 
 log = logging.getLogger(__name__)
 CACHE = Cache()
+RUNTIMES = admission.Runtimes(CACHE)
 _STOP = threading.Event()
 
 
-admission.register(CACHE)
+admission.register(CACHE, RUNTIMES)
 
 
 _ELECTION: list[LeaderElector] = []  # this process's one elector, kept across start-ups
@@ -71,7 +72,6 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     elector = elector_once(lambda: LeaderElector(
         kube, *HUB_LEASE, lease_seconds=lease_seconds,
         annotations=dashboard.whereabouts(dashboard_addr, dashboard_port)))
-    admission.read_through(kube)
     _serve_webhook(settings, kube, lambda: elector.leading)  # may fail: the start is retried
     watches.start(_STOP)
     fit = FitMode(os.environ.get("FLEET_FIT_MODE", FitMode.NODE_AWARE.value))
@@ -111,6 +111,7 @@ def _serve_webhook(settings: kopf.OperatorSettings, kube: Kube,
         log.warning("FLEET_WEBHOOK_PORT is not set: checks that span objects run only as "
                     "controller conditions")
         return
+    RUNTIMES.read_through(kube)
     addr = os.environ.get("FLEET_WEBHOOK_ADDR", "127.0.0.1")
     cert, key = os.environ.get("FLEET_WEBHOOK_CERT"), os.environ.get("FLEET_WEBHOOK_KEY")
     if not (cert and key):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleet.api.trainer import (
     CLUSTER_RUNTIME,
@@ -18,6 +18,7 @@ from fleet.api.trainer import (
     TRAINER_GROUP,
     TRAINER_V1ALPHA1,
 )
+from fleet.clients.resources import CLUSTERTRAININGRUNTIMES, TRAININGRUNTIMES, Resource
 
 Key = tuple[str, str, str]  # the cache's: (apiVersion/kind, namespace, name)
 # A runtime's snapshot rides in an annotation of every TrainJob made from it (Kubernetes
@@ -29,7 +30,23 @@ class RuntimeMissing(LookupError):
     """The runtime a TrainJob names does not exist (or is not one fleet can run)."""
 
 
-def runtime_key(trainjob: Mapping[str, Any]) -> Key:
+class RuntimeRef(NamedTuple):
+    """A TrainJob's runtime: where the hub's cache keeps it and where the API serves it."""
+
+    kind: str
+    namespace: str  # "" for a ClusterTrainingRuntime
+    name: str
+
+    @property
+    def key(self) -> Key:
+        return f"{TRAINER_V1ALPHA1}/{self.kind}", self.namespace, self.name
+
+    @property
+    def resource(self) -> Resource:
+        return CLUSTERTRAININGRUNTIMES if self.kind == CLUSTER_RUNTIME else TRAININGRUNTIMES
+
+
+def runtime_ref(trainjob: Mapping[str, Any]) -> RuntimeRef:
     """Where the TrainJob's runtime is (raises RuntimeMissing for a kind or group Trainer
     does not serve: its controller fails such a job with ``TrainingRuntimeNotSupported``)."""
     ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
@@ -39,15 +56,15 @@ def runtime_key(trainjob: Mapping[str, Any]) -> Key:
         raise RuntimeMissing(f"spec.runtimeRef: unsupported runtime: {kind}.{group}")
     namespace = ((trainjob.get("metadata") or {}).get("namespace") or "") \
         if kind == NAMESPACED_RUNTIME else ""
-    return f"{TRAINER_V1ALPHA1}/{kind}", namespace, str(ref.get("name") or "")
+    return RuntimeRef(kind, namespace, str(ref.get("name") or ""))
 
 
-def snapshot(trainjob: Mapping[str, Any], lookup: Callable[[Key], Mapping[str, Any] | None]
-             ) -> str:
+def snapshot(trainjob: Mapping[str, Any],
+             lookup: Callable[[RuntimeRef], Mapping[str, Any] | None]) -> str:
     """The annotation's value: the runtime's kind, name and spec, as JSON."""
-    key = runtime_key(trainjob)
-    runtime = lookup(key)
-    kind, namespace, name = key[0].rsplit("/", 1)[-1], key[1], key[2]
+    ref = runtime_ref(trainjob)
+    runtime = lookup(ref)
+    kind, namespace, name = ref
     if runtime is None:
         where = f" in namespace {namespace}" if namespace else ""
         raise RuntimeMissing(f'spec.runtimeRef.name: {kind} "{name}" not found{where}')

@@ -1,6 +1,6 @@
 """Capacity the hub assumes taken: carrying a pass's views over to the next must give the
-same views as computing them afresh, whatever Works come, go or get reported, and whatever
-binds are being written."""
+same views as computing them afresh, whatever Works come, go or get reported, whatever members
+report, and whatever binds are being written."""
 
 from __future__ import annotations
 
@@ -82,6 +82,11 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
             ended["status"] = {"state": rng.choice(("Succeeded", "Failed"))}
             ended["metadata"]["resourceVersion"] = str(1000 + step)
             cache.upsert("works", ended)
+        elif roll < 0.9:  # a member's new report: its nodes' free capacity moved
+            body = member(rng.choice("ab"))
+            body["status"]["capacity"]["nodeGroups"][0]["count"] = rng.randint(1, 6)
+            body["metadata"]["resourceVersion"] = str(1000 + step)
+            cache.upsert("clusters", body)
         else:  # the member reports one: bound before the report was taken
             reported = rng.choice(live)
             reported["status"] = {"boundTime": "2026-11-21T11:59:00.000000Z"}

@@ -193,13 +193,13 @@ def test_the_ml_policys_variables_may_not_be_given() -> None:
 def test_the_webhooks_snapshot_names_a_missing_runtime() -> None:
     found = {("trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime", "",
               "torch-distributed"): runtimes.torch_distributed()}
-    text = trainer_runtimes.snapshot(SDK_BODY, found.get)
+    text = trainer_runtimes.snapshot(SDK_BODY, lambda ref: found.get(ref.key))
     assert json.loads(text)["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}
     missing = {**SDK_BODY, "spec": {"runtimeRef": {"name": "nope", "kind": "TrainingRuntime"}}}
     with pytest.raises(trainer_runtimes.RuntimeMissing,
                        match=r'spec\.runtimeRef\.name: TrainingRuntime "nope" not found in '
                              r"namespace team"):
-        trainer_runtimes.snapshot(missing, found.get)
+        trainer_runtimes.snapshot(missing, lambda ref: found.get(ref.key))
     with pytest.raises(InvalidJob, match=r"spec\.runtimeRef"):
         TRAINJOB.demand("k", SDK_BODY)  # stored without a snapshot: said, never a crash
 

@@ -31,11 +31,11 @@ from fleet.api.protocol import HUB_DASHBOARD, HUB_POD
 from fleet.clients.kube import Kube
 from fleet.clients.leases import LeaderElector
 from fleet.clients.resources import EVENTS
+from fleet.http_answer import answer
 from fleet.hub.dashboard import pages
 from fleet.hub.dashboard import payloads as pl
 from fleet.hub.dashboard.history import History
 from fleet.hub.reporting import Offer, Reporting
-from fleet.metrics import answer
 from planner.intents import QueueReport
 
 log = logging.getLogger(__name__)
