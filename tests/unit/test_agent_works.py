@@ -484,6 +484,45 @@ def test_a_work_changed_while_its_write_is_under_way_is_written_again() -> None:
     assert marked_again(sync, name), "the change during the write was lost"
 
 
+def test_the_last_word_before_a_purge_lands_after_a_write_under_way() -> None:
+    """The loop's write of a running job is under way when the job ends and its Work is
+    deleted: the purge's report (succeeded) waits for it and lands last. Landing first, the
+    older write would be the Work's last word, and the hub would run the job again."""
+    sync, hub, _ = a_sync()
+    work = a_work()
+    name = work["metadata"]["name"]
+    sync.handle(work, deleted=False)
+    sync.status.take_marked()
+    running = member_copy(work) | {"status": {"conditions": [
+        {"type": "Running", "status": "True"}]}}
+    sync.state.stores.put_job(key_of(running), running)
+    entered, gate = threading.Event(), threading.Event()
+    write, calls = hub.patch, []
+
+    def first_slow(*args: Any, **kwargs: Any) -> Body:
+        calls.append(args)
+        if len(calls) == 1:
+            entered.set()
+            gate.wait(5)
+        return write(*args, **kwargs)
+
+    hub.patch = first_slow  # type: ignore[method-assign]
+    sync.status.send([name])
+    assert entered.wait(5)
+    ended = copy.deepcopy(running) | {"status": {"conditions": [
+        {"type": "Succeeded", "status": "True"}]}}
+    sync.state.stores.put_job(key_of(ended), ended)
+    last_word = threading.Thread(target=sync.status.report, args=([name],))
+    last_word.start()
+    last_word.join(0.3)
+    assert last_word.is_alive(), "the last word did not wait for the write under way"
+    gate.set()
+    last_word.join(5)
+    states = [patch["status"].get("state") for _, patch, sub in hub.patches
+              if sub == "status" and "state" in patch.get("status", {})]
+    assert states[-1] == protocol.SUCCEEDED
+
+
 def test_a_refused_write_is_tried_again_after_a_pause() -> None:
     sync, hub, _ = a_sync()
     work = a_work()

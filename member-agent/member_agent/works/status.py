@@ -67,6 +67,7 @@ class StatusReporter:
         self.batch, self.resync, self.reserving_every = batch, resync, reserving_every
         self.hold, self.clock = hold, clock
         self._lock = threading.Lock()
+        self._landed = threading.Condition(self._lock)  # a write under way ended
         self._dirty: set[str] = set()
         self._wake = threading.Event()
         self._reported: dict[str, Body] = {}  # Work name -> the status last written
@@ -200,8 +201,7 @@ class StatusReporter:
                 self.holds.refresh(work)  # (one after another: see report)
                 future = self._writers.submit(self._report_one, name)
             except BaseException:
-                with self._lock:
-                    self._sending.discard(name)
+                self._sent_now(name)
                 raise
             future.add_done_callback(functools.partial(self._sent, name))
 
@@ -211,17 +211,18 @@ class StatusReporter:
             log.error("work status report failed", exc_info=done.exception(),
                       extra={"work": name})
         with self._lock:
-            self._sending.discard(name)
-            again = name in self._again
-            self._again.discard(name)
             self._refused |= not written
-        if again or not written:
+        self._sent_now(name)
+        if not written:
             self.mark(name)
 
     def report(self, names: Iterable[str]) -> bool:
-        """Write the status of each named Work that changed, side by side; False when the
-        hub refused or could not be reached (the Works not written are looked at again next
-        round)."""
+        """Write the status of each named Work that changed, side by side, and wait for
+        them; False when the hub refused or could not be reached (the Works not written are
+        looked at again next round). A Work's write already under way lands first: sent
+        earlier, it may say less (still running, where this says succeeded), and landing
+        last it would be the Work's last word before a purge (the hub then runs the job
+        again)."""
         todo = []
         for name in sorted(set(names)):
             work = self.book.get(name)
@@ -229,11 +230,29 @@ class StatusReporter:
                 # one after another: a Work's placeholders are placed among the member's pods
                 self.holds.refresh(work)
                 todo.append(name)
-        results = list(self._writers.map(self._report_one, todo))
+        with self._lock:
+            while self._sending.intersection(todo):
+                self._landed.wait()
+            self._sending.update(todo)  # the loop's writes of them wait, marked again
+        try:
+            results = list(self._writers.map(self._report_one, todo))
+        finally:
+            for name in todo:
+                self._sent_now(name)
         unwritten = [name for name, written in zip(todo, results, strict=True) if not written]
         if unwritten:
             self.mark(*unwritten)
         return not unwritten
+
+    def _sent_now(self, name: str) -> None:
+        """The Work's write landed (or failed): one it changed meanwhile is written again."""
+        with self._lock:
+            self._sending.discard(name)
+            again = name in self._again
+            self._again.discard(name)
+            self._landed.notify_all()
+        if again:
+            self.mark(name)
 
     def _report_one(self, name: str) -> bool:
         work = self.book.get(name)
