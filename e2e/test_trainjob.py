@@ -25,11 +25,13 @@ from e2e.localfleet import HUB, LocalFleet
 from e2e.test_priority import GPU, events, idle_fleet, job_of, priority_classes
 from fleet.api import runtimes
 from fleet.api.protocol import RUNTIME_WEBHOOK
+from fleet.api.trainer import CLUSTER_RUNTIME
 from fleet.clients import errors
 from fleet.clients import resources as r
 from fleet.clients.kube import Kube
 from fleet.hub import handlers
 from fleet.hub.cache import RUNTIMES
+from fleet.hub.trainer_runtimes import RuntimeRef
 
 pytestmark = pytest.mark.e2e
 Body = dict[str, Any]
@@ -37,7 +39,7 @@ NS = "trainjobs"
 SDK_NS = "trainer-sdk"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-RUNTIME_KEY = ("trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime", "", "torch-distributed")
+RUNTIME_KEY = RuntimeRef(CLUSTER_RUNTIME, "", "torch-distributed").key
 
 
 def namespace(hub: Kube, name: str, *, split: int = 1, mirror_pods: bool = False) -> None:
