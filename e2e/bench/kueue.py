@@ -27,6 +27,7 @@ side by side runs ``minimalkueue-unlimited`` (the same program with that limit r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import subprocess
@@ -44,7 +45,14 @@ import yaml
 
 from e2e.bench import stages
 from e2e.bench.members import CountingKube, Fleet
-from e2e.bench.onfleet import cpu_seconds, per_job_writes, say, webhook_seconds, writes
+from e2e.bench.onfleet import (
+    cpu_seconds,
+    per_job_writes,
+    processes,
+    say,
+    webhook_seconds,
+    writes,
+)
 from e2e.bench.results import Result
 from e2e.bench.scale import queued_gangs, register
 from e2e.bench.webhooks import without_webhook
@@ -147,6 +155,9 @@ class Outcome:
     overhead: float = 0.0
     peak: float = 0.0  # the most any cohort held at once, as a fraction of its max
     twice: int = 0  # jobs whose pods ran to success more than once on the members
+    # CPU seconds of every process of the side during the run, by program: both sides
+    # share the machine's cores with their API server, so the sum is what the run cost
+    processes: dict[str, float] = field(default_factory=dict)
 
 
 def kueue_binaries() -> Path:
@@ -165,11 +176,21 @@ def run_kueue(workdir: Path, generator: Path, binary: str) -> Outcome:
            "KUBEBUILDER_ASSETS": str(Binaries.build(REPO).directory)}
     say(f"Kueue: runner with {binary}, {generator.name}; its log in {out / 'runner.log'}")
     with open(out / "runner.log", "w") as log:
-        subprocess.run([str(binaries / "runner"), "--crds",
-                        f"{module}/config/components/crd/bases", "--generatorConfig",
-                        str(generator), "--minimalKueue", str(binaries / binary),
-                        "--o", str(out), "--timeout", "60m"],
-                       env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
+        runner = subprocess.Popen([str(binaries / "runner"), "--crds",
+                                   f"{module}/config/components/crd/bases", "--generatorConfig",
+                                   str(generator), "--minimalKueue", str(binaries / binary),
+                                   "--o", str(out), "--timeout", "60m"],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            spent = descendants_cpu(runner)
+        finally:
+            if runner.poll() is None:  # interrupted: not left running
+                runner.kill()
+                runner.wait()
+        if runner.returncode:
+            raise subprocess.CalledProcessError(runner.returncode, "runner")
+    say(f"Kueue ({binary}): CPU seconds during the run: " + ", ".join(
+        f"{k} {v:.1f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])))
     summary = yaml.safe_load((out / "summary.yaml").read_text())
     stats = yaml.safe_load((out / f"{binary}.stats.yaml").read_text())
     queues = summary["clusterQueueClasses"]
@@ -180,7 +201,43 @@ def run_kueue(workdir: Path, generator: Path, binary: str) -> Outcome:
                    admission={k: v["averageTimeToAdmissionMs"] / 1000
                               for k, v in classes.items()},
                    usage=usage, evictions=sum(v["totalEvictions"] for v in classes.values()),
-                   cpu=(stats["userMs"] + stats["sysMs"]) / 1000)
+                   cpu=(stats["userMs"] + stats["sysMs"]) / 1000, processes=spent)
+
+
+def descendants_cpu(root: subprocess.Popen[bytes], every: float = 0.5,
+                    from_: str = "minimalkueue") -> dict[str, float]:
+    """Until ``root`` exits, the CPU seconds each of its descendants and itself has used
+    since a process named ``from_...`` started (Kueue's wall time is minimalkueue's life: the
+    API server's start and the CRDs' install before it are not counted), summed by program
+    name. Read every ``every`` seconds, as the processes (envtest's API server and etcd,
+    minimalkueue) are gone by the end: what one spent after the last look, or before the
+    first look after ``from_`` started, is not counted (at most ``every`` each)."""
+    first: dict[int, float] | None = None  # each process's CPU when counting began
+    last: dict[int, tuple[str, float]] = {}
+    while True:
+        done = root.poll() is not None
+        now = processes()
+        family = {root.pid}
+        for pid in sorted(now):  # (a child's pid is most often above its parent's)
+            chain: list[int] = []
+            at = pid
+            while at in now and at not in family and at > 1 and len(chain) < 64:
+                chain.append(at)
+                at = now[at][1]
+            if at in family:
+                family.update(chain)
+        ours = {pid: (now[pid][0], now[pid][2]) for pid in family if pid in now}
+        if first is None and any(name.startswith(from_) for name, _ in ours.values()):
+            first = {pid: cpu for pid, (_, cpu) in ours.items()}
+        if first is not None:
+            last.update(ours)
+        if done:
+            break
+        time.sleep(every)
+    out: dict[str, float] = {}
+    for pid, (name, cpu) in last.items():
+        out[name] = out.get(name, 0.0) + cpu - (first or {}).get(pid, 0.0)
+    return out
 
 
 # -- fleet's side ---------------------------------------------------------------------------
@@ -390,22 +447,28 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
         started = time.monotonic()
         fleet.start_hub()
         queues = config.queue_names()
-        with ThreadPoolExecutor(len(queues) * len(config.sets),
-                                thread_name_prefix="create") as pool:
-            creators = [pool.submit(create_set, hub, ledger, queue, index, workload_set, stop)
+        threads = len(queues) * len(config.sets)
+        # A connection for each creator: with fewer, the client opens (and the API server
+        # shakes hands for) a new TLS connection for most creates, which Kueue's runner, one
+        # HTTP/2 connection, never does.
+        creating = Kube(str(fleet.kubeconfig(HUB)), pool=threads)
+        with ThreadPoolExecutor(threads, thread_name_prefix="create") as pool:
+            creators = [pool.submit(create_set, creating, ledger, queue, index, workload_set,
+                                    stop)
                         for _, queue in queues
                         for index, workload_set in enumerate(config.sets)]
             follow(ledger, config.jobs, started, limit)
             stop.set()
             for creator in creators:
                 creator.result()
-        cpu = say_where_it_went(fleet, hub, sim, ledger, config, cpu_before, writes_before,
-                                webhooks_before)
+        creating.close()
+        spent = say_where_it_went(fleet, hub, sim, ledger, config, cpu_before, writes_before,
+                                  webhooks_before)
         twice = sorted(k for k, n in sim.successes.items() if n > 1)
         if twice:
             say(f"fleet: {len(twice)} jobs ran to success more than once: "
                 + ", ".join(twice[:10]))
-        return outcome(ledger, config, started, cpu, twice=len(twice))
+        return outcome(ledger, config, started, spent, twice=len(twice))
     finally:
         stop.set()
         if sim is not None:
@@ -415,10 +478,10 @@ def run_fleet(workdir: Path, config: Config, *, members: int = 3, nodes: int = 2
 
 def say_where_it_went(fleet: LocalFleet, hub: Kube, sim: Fleet, ledger: Ledger, config: Config,
                       cpu_before: dict[str, float], writes_before: dict[str, float],
-                      webhooks_before: dict[str, tuple[float, float]]) -> float:
+                      webhooks_before: dict[str, tuple[float, float]]) -> dict[str, float]:
     """Where the run's time and work went: every process's CPU, a job's way once bound, the
     create requests and the admission webhook, the hub's steps, the API writes per job (the
-    simulated agents' apart). Returns the hub's CPU seconds."""
+    simulated agents' apart). Returns every process's CPU seconds."""
     spent = {k: v - cpu_before.get(k, 0.0)
              for k, v in {**cpu_seconds(fleet), LOAD: load_cpu()}.items()}
     say("fleet: CPU seconds during the run: " + ", ".join(
@@ -449,7 +512,7 @@ def say_where_it_went(fleet: LocalFleet, hub: Kube, sim: Fleet, ledger: Ledger, 
     _, agents = per_job_writes({}, {k: float(v) for k, v in sim.hub.writes.items()},
                                config.jobs)
     say(f"fleet: of which the simulated agents': {agents}")
-    return spent.get("hub", 0.0)
+    return spent
 
 
 LOAD = "load generator (creators, simulated members, watch)"
@@ -495,8 +558,8 @@ def segments(ledger: Ledger, trace: dict[str, dict[str, float]]) -> dict[str, fl
     return {k: sum(v) / len(v) for k, v in spent.items()}
 
 
-def outcome(ledger: Ledger, config: Config, started: float, cpu: float, twice: int = 0
-            ) -> Outcome:
+def outcome(ledger: Ledger, config: Config, started: float, spent: dict[str, float],
+            twice: int = 0) -> Outcome:
     peaks = ledger.cohort_peaks(limit=config.nominal * config.queues)
     with ledger.lock:
         end = max(ledger.finished.values(), default=time.monotonic())
@@ -517,7 +580,7 @@ def outcome(ledger: Ledger, config: Config, started: float, cpu: float, twice: i
     quota = config.nominal * config.queues * config.cohorts
     return Outcome(wall=wall, admission={k: sum(v) / len(v) for k, v in waits.items()},
                    usage=used / (quota * wall) if wall else 0.0, evictions=ledger.evictions,
-                   cpu=cpu, unfinished=unfinished,
+                   cpu=spent.get("hub", 0.0), processes=spent, unfinished=unfinished,
                    overhead=sum(beyond) / len(beyond) if beyond else 0.0, peak=peak,
                    twice=twice)
 
@@ -540,8 +603,8 @@ def run(workdir: Path, *, config_name: str = "baseline", scale: float = 1.0,
         say(f"  {name:24} wall {side.wall:7.1f} s  admission " + ", ".join(
             f"{k} {v:.1f} s" for k, v in sorted(side.admission.items()))
             + f"  usage {100 * side.usage:.1f} %  evictions {side.evictions}"
-            f"  CPU {side.cpu:.0f} s" + (f"  UNFINISHED {side.unfinished}"
-                                         if side.unfinished else ""))
+            f"  CPU {side.cpu:.0f} s (every process {sum(side.processes.values()):.0f} s)"
+            + (f"  UNFINISHED {side.unfinished}" if side.unfinished else ""))
     baseline = theirs.get(variants[0]) if variants else None
 
     def beside(name: str, value: float, kueue: float, unit: str, required: bool) -> Result:
@@ -562,6 +625,10 @@ def run(workdir: Path, *, config_name: str = "baseline", scale: float = 1.0,
                           100 * kueue.usage, "%", False))
     results.append(beside(f"scheduler CPU seconds, {what}, fleet's hub", ours.cpu,
                           kueue.cpu, "s", False))
+    every = beside(f"CPU seconds of every process, {what}, fleet",
+                   sum(ours.processes.values()), sum(kueue.processes.values()), "s", False)
+    results.append(dataclasses.replace(every, note="each side's during its run (Kueue's: "
+                                       "minimalkueue's life), its API server's included"))
     results.append(Result(f"bound -> finished beyond the runtime, {what}, fleet",
                           ours.overhead, "s", ""))
     results.append(Result(f"jobs run to success more than once, {what}, fleet", ours.twice,

@@ -158,18 +158,13 @@ def cpu_seconds(fleet: LocalFleet) -> dict[str, float]:
     """CPU time (user + system) each process of the local fleet has used so far: our own
     by name (``hub``, ``agent-member1``), control-plane ones (found by the fleet's work
     directory in their command lines) by program and cluster (``kube-apiserver@member1``)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     ours = {pid: name for name, pid in fleet.processes().items()}
     out: dict[str, float] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid, (_, _, cpu) in processes().items():
         try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        pid = int(proc.name)
         if pid in ours:
             label = ours[pid]
         elif any(str(fleet.workdir).encode() in arg for arg in argv):
@@ -178,7 +173,25 @@ def cpu_seconds(fleet: LocalFleet) -> dict[str, float]:
             label = Path(argv[0].decode()).name + (f"@{cluster.group(1)}" if cluster else "")
         else:
             continue
-        out[label] = out.get(label, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        out[label] = out.get(label, 0.0) + cpu
+    return out
+
+
+def processes() -> dict[int, tuple[str, int, float]]:
+    """Every process now: its program's name, its parent's pid and the CPU seconds (user +
+    system) it has used, by pid."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            text = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(proc.name)] = (text[text.index("(") + 1:text.rindex(")")], int(fields[1]),
+                               (int(fields[11]) + int(fields[12])) / ticks)
     return out
 
 

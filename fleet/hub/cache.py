@@ -42,7 +42,7 @@ STORES = (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES
           PRIORITY_CLASSES, HEARTBEATS, RUNTIMES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     jobs: Mapping[Key, Body]
     policies: Mapping[Key, Body]
@@ -173,10 +173,16 @@ class Cache:
                 meta.get("name", ""))
 
     def upsert(self, store: str, body: Mapping[str, Any]) -> None:
+        key, version = self.key(body), resource_version(body)
+        with self._lock:
+            old = self._stores[store].get(key)
+        if old is not None and version and resource_version(old) >= version:
+            # Seen already: most often the watch event of the hub's own write, whose answer
+            # came first. Nothing changed, so nothing is interned, indexed or looked at again.
+            return
         # managedFields are most of an object's bytes and no decision reads them
         slim = {**body, "metadata": {k: v for k, v in (body.get("metadata") or {}).items()
                                      if k != "managedFields"}}
-        key = self.key(slim)
         item: Body = self._intern(slim)
         with self._lock:
             old = self._stores[store].get(key)

@@ -71,6 +71,7 @@ def test_a_resized_share_counts_as_assumed_until_bound_again() -> None:
     cache.upsert("works", body)
     assert not unreported_works(cache.snapshot())  # reported before the resize
     body["metadata"]["annotations"] = {p.RESIZED_AT: "2026-11-21T11:59:30.000000Z"}
+    body["metadata"]["resourceVersion"] = "2"
     cache.upsert("works", body)
     assert [w["metadata"]["name"] for w in unreported_works(cache.snapshot())["a"]] == ["w1"]
 

@@ -65,6 +65,24 @@ def test_a_new_version_shares_what_did_not_change_and_drops_managed_fields() -> 
     assert second["metadata"]["resourceVersion"] == "2"
 
 
+def test_a_version_seen_already_changes_nothing_and_wakes_no_pass() -> None:
+    """The watch event of the hub's own write comes after the write's answer: it is the same
+    version, so it is not interned again nor looked at again by the next pass; an older one
+    (a watch behind) is not either."""
+    cache = Cache()
+    cache.upsert(JOBS, job(5))
+    cached = cache.snapshot().jobs[("kubeflow.org/v1/PyTorchJob", "t", "a")]
+    assert cache.take_changed().jobs
+    cache.upsert(JOBS, job(5, {"conditions": []}))
+    cache.upsert(JOBS, job(4))
+    assert not cache.take_changed().jobs
+    assert cache.snapshot().jobs[("kubeflow.org/v1/PyTorchJob", "t", "a")] is cached
+    cache.upsert(JOBS, job(6))
+    assert cache.take_changed().jobs
+    assert cache.snapshot().jobs[("kubeflow.org/v1/PyTorchJob", "t", "a")][
+        "metadata"]["resourceVersion"] == "6"
+
+
 def test_a_works_manifest_shares_its_jobs_pod_templates_not_its_own_counts() -> None:
     cache = Cache()
     cache.upsert(JOBS, job(1))
