@@ -25,11 +25,14 @@ EXPECTED = ("division p99, 10 clusters", "quota admission (engine)", "capacity r
             "dashboard jobs view, time to serve")
 
 
+# The lane takes about 7 minutes on a quiet 2-core machine, more on a busy one: past the
+# suite's 10 minutes per test, the bench was killed with its output unread.
+@pytest.mark.timeout(1800)
 def test_every_part_of_the_bench_runs_at_small_sizes(tmp_path: Path) -> None:
     require_local_backend()
     out = tmp_path / "results.jsonl"
     run = subprocess.run([sys.executable, "-m", "e2e.bench", "--short", "--out", str(out)],
-                         cwd=REPO, capture_output=True, text=True, timeout=2400, check=False)
+                         cwd=REPO, capture_output=True, text=True, timeout=1500, check=False)
     assert run.returncode == 0, f"the bench failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     results = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     names = [r["name"] for r in results]
