@@ -42,7 +42,7 @@ STORES = (JOBS, POLICIES, CLUSTER_POLICIES, CLUSTERS, WORKS, QUOTA_TREES, QUEUES
           PRIORITY_CLASSES, HEARTBEATS, RUNTIMES)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Snapshot:
     jobs: Mapping[Key, Body]
     policies: Mapping[Key, Body]
@@ -176,9 +176,9 @@ class Cache:
         key, version = self.key(body), resource_version(body)
         with self._lock:
             old = self._stores[store].get(key)
-        if old is not None and version and resource_version(old) >= version:
-            # Seen already: most often the watch event of the hub's own write, whose answer
-            # came first. Nothing changed, so nothing is interned, indexed or looked at again.
+        if _holds(old, version):
+            # Most often the watch event of the hub's own write, whose answer came first.
+            # Nothing changed, so nothing is interned, indexed or looked at again.
             return
         # managedFields are most of an object's bytes and no decision reads them
         slim = {**body, "metadata": {k: v for k, v in (body.get("metadata") or {}).items()
@@ -186,8 +186,8 @@ class Cache:
         item: Body = self._intern(slim)
         with self._lock:
             old = self._stores[store].get(key)
-            if old is not None and resource_version(old) > resource_version(item):
-                return  # our own write already came back newer than this watch event
+            if _holds(old, version):
+                return  # our own write's answer raced in while this one was interned
             self._stores[store][key] = item
             if store == JOBS:
                 uid = str(item["metadata"].get("uid", ""))
@@ -330,6 +330,14 @@ def _slot(work: Mapping[str, Any]) -> tuple[str, bool]:
     """Where a Work is indexed: its job's uid, and whether it is being evicted."""
     uid = str(((work.get("spec") or {}).get("job") or {}).get("uid", ""))
     return uid, EVICTING in ((work.get("metadata") or {}).get("annotations") or {})
+
+
+def _holds(old: Mapping[str, Any] | None, version: int) -> bool:
+    """Whether the cached `old` is this version or newer (a body with no version is new)."""
+    if old is None:
+        return False
+    held = resource_version(old)
+    return held > version or (version > 0 and held == version)
 
 
 def resource_version(body: Mapping[str, Any]) -> int:
