@@ -5,6 +5,8 @@ which fails when a benchmark breaks, never on a figure."""
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,7 +93,30 @@ def workdir_for(kept: Path | None, part: str) -> Iterator[str]:
         return
     folder = kept / part
     folder.mkdir(parents=True, exist_ok=True)
-    yield str(folder)
+    with held(folder / ".lock"):
+        yield str(folder)
+
+
+@contextmanager
+def held(path: Path) -> Iterator[None]:
+    """``path`` locked for this process: a second bench in the same folder stops at once.
+    (Two once ran in one: the first's teardown deleted the second's clusters, and left an
+    API server of its own running.) The kernel drops the lock when the holder dies, even
+    when killed, so no stale lock is ever left to clear by hand."""
+    with open(path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise SystemExit(f"{path.parent} is in use by a bench still running "
+                             f"(pid {holder}); wait for it, or give --workdir another folder"
+                             ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
 
 
 if __name__ == "__main__":
