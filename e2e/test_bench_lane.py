@@ -31,9 +31,20 @@ EXPECTED = ("division p99, 10 clusters", "quota admission (engine)", "capacity r
 def test_every_part_of_the_bench_runs_at_small_sizes(tmp_path: Path) -> None:
     require_local_backend()
     out = tmp_path / "results.jsonl"
-    run = subprocess.run([sys.executable, "-m", "e2e.bench", "--short", "--out", str(out)],
-                         cwd=REPO, capture_output=True, text=True, timeout=1500, check=False)
-    assert run.returncode == 0, f"the bench failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    bench = subprocess.Popen([sys.executable, "-m", "e2e.bench", "--short", "--out", str(out)],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = bench.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        # Asked to stop, the bench tears its fleets down (killed, it left API servers running)
+        bench.terminate()
+        try:
+            stdout, stderr = bench.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            bench.kill()
+            stdout, stderr = bench.communicate()
+        pytest.fail(f"the bench overran 1,500 s:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    assert bench.returncode == 0, f"the bench failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
     results = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     names = [r["name"] for r in results]
     missing = [e for e in EXPECTED if not any(n.startswith(e) for n in names)]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
+import signal
 import subprocess
 import threading
 import time
@@ -180,13 +181,13 @@ def run_kueue(workdir: Path, generator: Path, binary: str) -> Outcome:
                                    f"{module}/config/components/crd/bases", "--generatorConfig",
                                    str(generator), "--minimalKueue", str(binaries / binary),
                                    "--o", str(out), "--timeout", "60m"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+                                  env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
         try:
             spent = descendants_cpu(runner)
         finally:
-            if runner.poll() is None:  # interrupted: not left running
-                runner.kill()
-                runner.wait()
+            if runner.poll() is None:  # interrupted: neither it nor its API server left running
+                stop(runner)
         if runner.returncode:
             raise subprocess.CalledProcessError(runner.returncode, "runner")
     say(f"Kueue ({binary}): CPU seconds during the run: " + ", ".join(
@@ -202,6 +203,18 @@ def run_kueue(workdir: Path, generator: Path, binary: str) -> Outcome:
                               for k, v in classes.items()},
                    usage=usage, evictions=sum(v["totalEvictions"] for v in classes.values()),
                    cpu=(stats["userMs"] + stats["sysMs"]) / 1000, processes=spent)
+
+
+def stop(runner: subprocess.Popen[bytes], grace: float = 60.0) -> None:
+    """Stop Kueue's runner as Ctrl-C does: it then stops envtest's API server and etcd, which
+    run in process groups of their own (killed, the runner left them running). Killed with
+    its group only when it does not stop within ``grace`` seconds."""
+    runner.send_signal(signal.SIGINT)
+    try:
+        runner.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
 
 
 def descendants_cpu(root: subprocess.Popen[bytes], every: float = 0.5,
