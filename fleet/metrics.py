@@ -126,11 +126,17 @@ API_REQUESTS = Counter("fleet_api_requests_total", "Requests to an API server",
                        ["verb", "resource", "code"])
 API_ERRORS = Counter("fleet_api_errors_total", "Failed requests to an API server, by reason",
                      ["verb", "resource", "reason"])
+JOB_STATUS_WRITES = Counter(
+    "fleet_job_status_writes_total", "Job statuses the hub wrote, by what they say: why the "
+    "job waits (waiting), its members' reports (reported), that it was requeued (requeued)",
+    ["why"])
 API_RETRIES = Counter("fleet_api_retries_total", "Requests tried again after a transient error",
                       ["verb", "resource"])
 
 for _reason in ("cluster_lost", "unschedulable"):
     FAILOVERS.labels(_reason)
+for _why in ("waiting", "reported", "requeued"):
+    JOB_STATUS_WRITES.labels(_why)
 PREEMPTIONS.labels("reclaim")
 PREEMPTIONS.labels("priority")
 PREEMPTIONS.labels("shrink")

@@ -213,5 +213,5 @@ class Moves:
         if rolled_back:
             status = reservations.with_condition(status, reservations.rolled_back(
                 intent.reason, now_text(), job.get("status")))
-        self.telling.write_status(unbound, adapter, status)
+        self.telling.write_status(unbound, adapter, status, "requeued")
         self.telling.waiting_event(unbound, adapter, waits, intent.reason)

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from fleet import metrics
 from fleet.hub import coalescing, reservations
 from fleet.hub import preemption_views as pv
-from fleet.hub.cache import Body, Cache
+from fleet.hub.cache import Body, Cache, resource_version
 from fleet.hub.dispatch import Dispatcher, now_text
 from fleet.kinds.base import KindAdapter
 from planner.backfill import KEPT_BACK, RESERVED
 from planner.intents import Wait
 
 WAITING = "Waiting"  # the event of a job whose kind carries no fleet conditions
+# What a job status the hub writes says, as fleet_job_status_writes_total counts it
+Why = Literal["waiting", "reported", "requeued"]
 
 
 @dataclass
@@ -49,7 +52,13 @@ class Telling:
         if not adapter.fleet_conditions:
             self.dispatcher.event(job, WAITING, f"{reason}: {message}")
 
-    def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any]) -> None:
+    def write_status(self, job: Body, adapter: KindAdapter, status: Mapping[str, Any],
+                     why: Why) -> None:
+        """Write ``status`` (counted by ``why``: a label of fleet_job_status_writes_total) if
+        it changes the job's."""
         written = self.dispatcher.write_status(job, adapter, status)
-        if written is not None:
-            self.cache.upsert("jobs", written)
+        if written is None:
+            return
+        self.cache.upsert("jobs", written)
+        if resource_version(written) != resource_version(job):
+            metrics.JOB_STATUS_WRITES.labels(why).inc()

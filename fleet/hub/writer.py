@@ -310,7 +310,7 @@ class Writer:
 
     def _told(self, key: str, job: Body, adapter: KindAdapter, status: Body) -> None:
         try:
-            self.telling.write_status(job, adapter, status)
+            self.telling.write_status(job, adapter, status, "waiting")
         except Exception as exc:
             self.failures.failed(key, "Wait not written for", exc)
 
@@ -403,7 +403,7 @@ class Writer:
         match write:
             case WriteStatus():
                 adapter = adapter_for(write.job["apiVersion"], write.job["kind"])
-                self.telling.write_status(dict(write.job), adapter, write.status)
+                self.telling.write_status(dict(write.job), adapter, write.status, "reported")
             case RewriteWork():
                 written = dispatcher.update_work(write.work, dict(write.manifest),
                                                  write.generation)
