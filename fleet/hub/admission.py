@@ -73,7 +73,8 @@ def answer(review: Mapping[str, Any], check: Check) -> dict[str, Any]:
     """The AdmissionReview answering ``review`` with ``check``'s verdict, as kopf words one:
     a refusal is code 422 with the check's message; a check that fails refuses with 500 (the
     webhook fails closed) and logs why."""
-    request = review.get("request") or {}
+    request = review.get("request")
+    request = request if isinstance(request, Mapping) else {}
     response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
     try:
         refused, code = check(request.get("object") or {}, request.get("oldObject")), 422

@@ -48,6 +48,12 @@ def test_a_check_that_fails_refuses_with_500_and_the_error() -> None:
     assert "KeyError" in response["status"]["message"]
 
 
+def test_a_review_without_a_request_is_refused_not_crashed_on() -> None:
+    response = admission.answer({"request": "nonsense"}, lambda body, old: body["kind"])
+    assert response["response"]["allowed"] is False
+    assert response["response"]["status"]["code"] == 500
+
+
 def test_the_server_answers_a_direct_path_itself_and_hands_others_to_kopf() -> None:
     handed: list[str | None] = []
 
