@@ -289,6 +289,11 @@ def test_without_a_race_a_reserved_gang_commits_at_once(fleet: LocalFleet,
         else:
             assert not job_events(hub, job, "Reserving")
         delete_jobs(hub, NAMESPACE, wait=True)
+        # The members' own schedulers still count a gang's pods until they are deleted,
+        # which may come after the agents report the GPUs free (a full suite once saw the
+        # next round's placeholders refused for them, and the gang rolled back).
+        eventually(lambda: not any(fleet.client(m).list(r.PODS, NAMESPACE)[0] for m in MEMBERS),
+                   timeout=120, what="the round's pods gone from the members")
         idle_fleet(hub)
     print(f"[reservation] created -> 8 pods Running: {took['on']:.1f} s reserved, "
           f"{took['off']:.1f} s without ({took['on'] / took['off']:.2f}x)")
