@@ -135,8 +135,6 @@ API_RETRIES = Counter("fleet_api_retries_total", "Requests tried again after a t
 
 for _reason in ("cluster_lost", "unschedulable"):
     FAILOVERS.labels(_reason)
-for _why in ("waiting", "reported", "requeued"):
-    JOB_STATUS_WRITES.labels(_why)
 PREEMPTIONS.labels("reclaim")
 PREEMPTIONS.labels("priority")
 PREEMPTIONS.labels("shrink")

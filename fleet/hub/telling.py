@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from fleet import metrics
 from fleet.hub import coalescing, reservations
@@ -20,6 +20,8 @@ from planner.intents import Wait
 WAITING = "Waiting"  # the event of a job whose kind carries no fleet conditions
 # What a job status the hub writes says, as fleet_job_status_writes_total counts it
 Why = Literal["waiting", "reported", "requeued"]
+for _why in get_args(Why):  # each shown from the start, at 0
+    metrics.JOB_STATUS_WRITES.labels(_why)
 
 
 @dataclass
