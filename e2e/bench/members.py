@@ -208,7 +208,6 @@ class Member:
         return created
 
     def put_pod(self, pod: Body) -> None:
-        self.state.stores.put_pod(pod, deleted=False)
         self.state.put_pod(pod, deleted=False)
 
     def bind(self, pod: Body) -> None:
@@ -299,7 +298,6 @@ class Member:
                     free = self.free[pod["spec"]["nodeName"]]
                     for k, v in pod_request(pod).items():
                         free[k] += v
-            self.state.stores.put_pod(pod, deleted=True)
             self.state.put_pod(pod, deleted=True)
         if ours:
             self.state.stores.put_job(key, None)

@@ -66,9 +66,7 @@ def on_trainjobs(*, type: str, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.event("", "v1", "pods")
 async def on_pod(*, type: str, body: kopf.Body, **_: Any) -> None:
-    deleted = type == "DELETED"
-    STATE.put_pod(body, deleted)
-    key = STATE.stores.put_pod(body, deleted)
+    key = STATE.put_pod(body, type == "DELETED")
     if key is not None:
         QUEUE.add(key)
 
@@ -109,7 +107,6 @@ def start(settings: kopf.OperatorSettings, **_: Any) -> None:
         STATE.put_node(node, False)
     for pod in pods:
         STATE.put_pod(pod, False)
-        STATE.stores.put_pod(pod, False)
     STATE.synced.set()
     controller = JobController(member, STATE.stores, QUEUE)
     CONTROLLERS.append(controller)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from member_agent.controllers.runtime import Stores
+from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
 
@@ -31,15 +32,20 @@ class MemberState:
                 self.nodes[name] = copy.deepcopy(dict(body))
         self.changed.set()
 
-    def put_pod(self, body: Mapping[str, Any], deleted: bool) -> None:
+    def put_pod(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
+        """The pod, kept for the member's capacity and, when a job of ours controls it, for
+        that job's controller (whose key is returned). One copy serves both: copying each
+        pod twice was most of what a pod's event cost the agent."""
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
+        kept = copy.deepcopy(dict(body))
         with self.lock:
             if deleted:
                 self.pods.pop(key, None)
             else:
-                self.pods[key] = copy.deepcopy(dict(body))
+                self.pods[key] = kept
         self.changed.set()
+        return self.stores.put_pod(kept, deleted, copied=True)
 
     def snapshot(self) -> tuple[list[Body], list[Body]]:
         with self.lock:

@@ -130,6 +130,19 @@ def test_the_book_records_each_work_once_and_finds_it_by_job() -> None:
     assert not book.names_of(key_of(work["spec"]["manifests"][0]))
 
 
+def test_the_book_knows_its_reserving_works_without_a_scan() -> None:
+    book = WorkBook(clock=lambda: 5.0)
+    reserving = a_work("r", phase=protocol.PHASE_RESERVE)
+    book.record(reserving)
+    book.record(a_work("p"))
+    assert book.reserving() == [reserving["metadata"]["name"]]
+    book.update(a_work("r"))  # the hub committed it: no phase any more
+    assert book.reserving() == []
+    book.update(reserving)
+    book.drop(reserving["metadata"]["name"])
+    assert book.reserving() == []
+
+
 # -- applying, purging, releasing ----------------------------------------------------------
 def test_a_work_is_applied_dependencies_first_and_once_per_generation() -> None:
     sync, hub, member = a_sync()

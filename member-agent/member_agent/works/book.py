@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.api import protocol
 from propagation.jobkey import JobKey
 
 Body = dict[str, Any]
@@ -43,6 +44,10 @@ class WorkBook:
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._by_job: dict[JobKey, set[str]] = {}
+        # Works in a reservation's phases, which the status reporter looks at every round:
+        # found by scanning every Work, each round cost as much as the Works the member had
+        # ever been given (most long finished).
+        self._reserving: set[str] = set()
 
     def record(self, work: Body) -> tuple[bool, Body | None]:
         """The Work's manifests are on the member at its generation. Returns whether it is
@@ -51,6 +56,7 @@ class WorkBook:
         generation = work["metadata"].get("generation", 0)
         with self._lock:
             entry = self._entries.get(name)
+            self._note_phase(name, work)
             if entry is None:
                 self._entries[name] = Entry(work, generation, self._clock())
                 self._by_job.setdefault(job_key(work), set()).add(name)
@@ -65,6 +71,13 @@ class WorkBook:
             entry = self._entries.get(work["metadata"]["name"])
             if entry is not None:
                 entry.work = work
+                self._note_phase(work["metadata"]["name"], work)
+
+    def _note_phase(self, name: str, work: Mapping[str, Any]) -> None:
+        if protocol.work_phase(work):
+            self._reserving.add(name)
+        else:
+            self._reserving.discard(name)
 
     def is_applied(self, work: Mapping[str, Any]) -> bool:
         """Whether the Work's generation is on the member already."""
@@ -85,6 +98,7 @@ class WorkBook:
     def drop(self, name: str) -> None:
         with self._lock:
             entry = self._entries.pop(name, None)
+            self._reserving.discard(name)
             if entry is not None:
                 names = self._by_job.get(job_key(entry.work), set())
                 names.discard(name)
@@ -99,6 +113,11 @@ class WorkBook:
     def works(self) -> list[Body]:
         with self._lock:
             return [entry.work for entry in self._entries.values()]
+
+    def reserving(self) -> list[str]:
+        """The Works in a reservation's phases (``protocol.work_phase``), by name."""
+        with self._lock:
+            return sorted(self._reserving)
 
     def names(self) -> set[str]:
         with self._lock:

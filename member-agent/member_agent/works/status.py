@@ -127,8 +127,7 @@ class StatusReporter:
     def run(self, stop: threading.Event) -> None:
         last_resync = time.monotonic()
         while not stop.is_set():
-            reserving = [w["metadata"]["name"] for w in self.book.works()
-                         if protocol.work_phase(w)]
+            reserving = self.book.reserving()
             self._wake.wait(min(self.reserving_every if reserving else self.resync,
                                 self.next_held()))
             self._wake.clear()
