@@ -150,6 +150,28 @@ def kubeconfig_contexts(kubeconfig: str) -> tuple[list[Body], Body | None]:
     return list(contexts or []), current
 
 
+# How often a client looks whether its token is due for a refresh. The kubernetes client looks
+# before every request, and each look re-reads the proxy settings from the environment (2 % of
+# the hub's CPU at scale); tokens are refreshed five minutes before they expire, and a service
+# account's token file is re-read every minute, so a look every few seconds misses nothing.
+TOKEN_CHECK_SECONDS = 5.0
+
+
+def _at_most_every(seconds: float, hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``hook``, skipped when it ran less than ``seconds`` ago (by the monotonic clock)."""
+    last = [-seconds]
+    lock = threading.Lock()
+
+    def throttled(configuration: Any) -> None:
+        with lock:
+            now = time.monotonic()
+            if now - last[0] < seconds:
+                return
+            last[0] = now
+        hook(configuration)
+    return throttled
+
+
 class Kube:
     """One API server. ``kubeconfig`` is a path (several joined by ``os.pathsep`` are merged,
     as kubectl does) and ``context`` one of its contexts (default: its current one); None uses
@@ -167,6 +189,9 @@ class Kube:
         else:
             kubernetes.config.load_incluster_config(client_configuration=config)
         config.connection_pool_maxsize = pool
+        if config.refresh_api_key_hook is not None:
+            config.refresh_api_key_hook = _at_most_every(TOKEN_CHECK_SECONDS,
+                                                         config.refresh_api_key_hook)
         self.host = cast(str, config.host)
         self._api = kubernetes.client.ApiClient(config)
         self._timeout = timeout

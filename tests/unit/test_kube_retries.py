@@ -16,7 +16,7 @@ import pytest
 
 from fleet.clients import errors
 from fleet.clients import resources as r
-from fleet.clients.kube import Kube, backoff, retry_after_seconds, retryable
+from fleet.clients.kube import Kube, _at_most_every, backoff, retry_after_seconds, retryable
 
 Reply = tuple[int, dict[str, str], dict[str, Any]]
 
@@ -209,3 +209,19 @@ def test_retry_after_header_forms() -> None:
     now = time.time()
     assert retry_after_seconds(formatdate(now + 30, usegmt=True), now=now) == pytest.approx(
         30, abs=1)
+
+
+def test_the_token_hook_runs_at_most_every_few_seconds(server: tuple[Kube, Script]) -> None:
+    kube, _ = server
+    configuration = kube._api.configuration
+    hook = configuration.refresh_api_key_hook
+    assert hook is not None  # the kubeconfig's token comes with the client's own hook
+    hook(configuration)  # sets the kubeconfig's token
+    configuration.api_key["BearerToken"] = "changed"
+    hook(configuration)  # within the interval: not run, the token stays
+    assert configuration.api_key["BearerToken"] == "changed"
+    calls: list[object] = []
+    throttled = _at_most_every(60.0, calls.append)
+    for _ in range(3):
+        throttled(configuration)
+    assert len(calls) == 1
