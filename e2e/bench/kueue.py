@@ -519,6 +519,9 @@ def say_where_it_went(fleet: LocalFleet, hub: Kube, sim: Fleet, ledger: Ledger, 
         f"{stage} {stages.quantile(0.5, spent_stages[stage]):.2f} / "
         f"{stages.quantile(0.99, spent_stages[stage]):.2f}"
         for stage in stages.HUB_STAGES if stage in spent_stages))
+    told = stages.counters(fleet.metrics_url("hub"), "fleet_job_status_writes", "why")
+    say("fleet: job statuses the hub wrote per job, by what they say: " + ", ".join(
+        f"{why} {count / config.jobs:.2f}" for why, count in sorted(told.items())))
     total, shown = per_job_writes(writes_before, writes(hub), config.jobs)
     say(f"fleet: {total:.1f} API writes per job, every client's (the jobs' creation "
         f"included): {shown}")

@@ -37,6 +37,15 @@ def scrape(urls: Iterable[str], metric: str = "fleet_stage_seconds") -> Buckets:
     return out
 
 
+def counters(url: str, metric: str, label: str) -> dict[str, float]:
+    """A counter's samples by one label's value (``metric`` without its ``_total``)."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {sample.labels.get(label, ""): sample.value
+            for family in text_string_to_metric_families(text) if family.name == metric
+            for sample in family.samples if sample.name == f"{metric}_total"}
+
+
 def since(after: Buckets, before: Buckets) -> Buckets:
     return {stage: {le: n - before.get(stage, {}).get(le, 0.0) for le, n in counts.items()}
             for stage, counts in after.items()}
