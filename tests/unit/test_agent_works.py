@@ -296,6 +296,24 @@ def test_pods_of_a_removed_copy_go_when_the_garbage_collector_does_not_come() ->
     assert member.calls == [("delete", "pods", "j-master-0")]
 
 
+def test_a_pod_is_kept_once_for_capacity_and_for_its_job() -> None:
+    state = MemberState()
+    pod = {"metadata": {"name": "j-master-0", "namespace": "default", "uid": "p1",
+                        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "controller": True,
+                                             "kind": "PyTorchJob", "name": "j", "uid": "u"}]},
+           "spec": {"nodeName": ""}}
+    key = state.put_pod(pod, False)
+    assert key is not None
+    assert key.endswith("/default/j")
+    pod["spec"]["nodeName"] = "n1"  # the caller's dict is its own: neither store changes
+    _, pods = state.stores.read(key)
+    assert [p["spec"]["nodeName"] for p in pods] == [""]
+    assert state.snapshot()[1] == pods
+    assert state.put_pod(pod, True) == key
+    assert state.snapshot()[1] == []
+    assert state.stores.read(key)[1] == []
+
+
 # -- status, driven by changes -------------------------------------------------------------
 def test_status_is_written_when_the_job_or_its_pods_change_and_only_then() -> None:
     sync, hub, _ = a_sync()
