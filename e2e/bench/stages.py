@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 # A job's way, in order: the hub's stages, then the agent's (fleet.hub.stages,
 # member_agent.stages).
@@ -18,32 +19,30 @@ STAGES = HUB_STAGES + AGENT_STAGES
 Buckets = dict[str, dict[float, float]]  # stage -> upper bound -> cumulative count
 
 
+def _samples(url: str, metric: str, suffix: str) -> Iterable[Sample]:
+    """The samples named ``metric`` + ``suffix`` that the process at ``url`` shows."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return [sample for family in text_string_to_metric_families(text) if family.name == metric
+            for sample in family.samples if sample.name == f"{metric}{suffix}"]
+
+
 def scrape(urls: Iterable[str], metric: str = "fleet_stage_seconds") -> Buckets:
     """The histogram's buckets summed over ``urls`` (several agents: one histogram)."""
     out: Buckets = {}
     for url in urls:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            text = answer.read().decode()
-        for family in text_string_to_metric_families(text):
-            if family.name != metric:
-                continue
-            for sample in family.samples:
-                if sample.name != f"{metric}_bucket":
-                    continue
-                stage = sample.labels.get("stage", "")
-                le = float(sample.labels["le"])
-                into = out.setdefault(stage, {})
-                into[le] = into.get(le, 0.0) + sample.value
+        for sample in _samples(url, metric, "_bucket"):
+            stage = sample.labels.get("stage", "")
+            le = float(sample.labels["le"])
+            into = out.setdefault(stage, {})
+            into[le] = into.get(le, 0.0) + sample.value
     return out
 
 
 def counters(url: str, metric: str, label: str) -> dict[str, float]:
     """A counter's samples by one label's value (``metric`` without its ``_total``)."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
     return {sample.labels.get(label, ""): sample.value
-            for family in text_string_to_metric_families(text) if family.name == metric
-            for sample in family.samples if sample.name == f"{metric}_total"}
+            for sample in _samples(url, metric, "_total")}
 
 
 def since(after: Buckets, before: Buckets) -> Buckets:

@@ -44,7 +44,7 @@ class MemberState:
             else:
                 body = self.pods[key] = copy.deepcopy(dict(body))
         self.changed.set()
-        return self.stores.put_pod(body, deleted, copied=True)
+        return self.stores.put_pod(body, deleted)
 
     def snapshot(self) -> tuple[list[Body], list[Body]]:
         with self.lock:

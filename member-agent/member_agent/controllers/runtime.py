@@ -126,10 +126,9 @@ class Stores:
         with self.lock:
             return key if key in self.jobs else None
 
-    def put_pod(self, body: Mapping[str, Any], deleted: bool, *,
-                copied: bool = False) -> JobKey | None:
-        """Keeps the pod of a job of ours (a copy, unless ``copied``: the caller's own copy,
-        which nothing changes after) and returns that job's key."""
+    def put_pod(self, body: Mapping[str, Any], deleted: bool) -> JobKey | None:
+        """Keeps the pod of a job of ours as given and returns that job's key. Pods come in
+        through ``MemberState.put_pod``, which hands over a copy of its own."""
         key = controller_of(body) or self._trainer_run(body)
         if key is None:
             return None
@@ -139,7 +138,7 @@ class Stores:
             if deleted:
                 pods.pop(name, None)
             else:
-                pods[name] = dict(body) if copied else copy.deepcopy(dict(body))
+                pods[name] = dict(body)
         self._changed(key)
         return key
 
