@@ -105,11 +105,32 @@ def _stamp(event: Body) -> float:
     return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
 
 
-def resized(hub: Kube, job: Body, containing: str) -> Body:
-    """The job's Resized event whose message contains ``containing`` (waits for it)."""
-    return eventually(lambda: next((e for e in events(hub, job, "Resized")
-                                    if containing in e["message"]), None),
-                      timeout=90, what=f"a Resized event saying {containing!r}")
+def resized(hub: Kube, job: Body, containing: str, *others: Body) -> Body:
+    """The job's Resized event whose message contains ``containing`` (waits for it); when
+    none comes, the failure tells what the job and ``others`` went through."""
+    try:
+        return eventually(lambda: next((e for e in events(hub, job, "Resized")
+                                        if containing in e["message"]), None),
+                          timeout=90, what=f"a Resized event saying {containing!r}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{story(hub, job, *others)}") from None
+
+
+def story(hub: Kube, *jobs: Body) -> str:
+    """Each job's conditions and events, in order, as lines (a failure's explanation)."""
+    lines = []
+    for job in jobs:
+        now = hub_job(hub, job)
+        lines.append(f"{job['metadata']['name']}: annotations "
+                     f"{now['metadata'].get('annotations') or {}}")
+        for c in (now.get("status") or {}).get("conditions") or []:
+            lines.append(f"  condition {c.get('type')}={c.get('status')} {c.get('reason')}: "
+                         f"{c.get('message')}")
+        listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
+                             field_selector=f"involvedObject.uid={job['metadata']['uid']}")
+        for e in sorted(listed, key=_stamp):
+            lines.append(f"  event {e.get('reason')} x{e.get('count') or 1}: {e.get('message')}")
+    return "\n".join(lines)
 
 
 def resized_condition(hub: Kube, job: Body) -> Body | None:
@@ -179,7 +200,7 @@ def test_an_elastic_job_is_admitted_at_min_grows_and_shrinks_instead_of_dying(
     # A prod job of the tenant needs 4 GPUs: the tenant is at its max, so the elastic job
     # gives back two workers instead of being evicted.
     prod = hub.create(r.PYTORCHJOBS, plain_job("prod", "fleet-e2e-prod", 4))
-    shrunk = resized(hub, job, "shrunk 4→2 worker replicas")
+    shrunk = resized(hub, job, "shrunk 4→2 worker replicas", prod)
     assert f"preempted by PyTorchJob elastic/prod (priority 100 > {ELASTIC_PRIORITY})" in \
         shrunk["message"]
     decided = _stamp(shrunk)
