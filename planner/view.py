@@ -8,7 +8,6 @@ since the epoch, so that the planner never reads a clock.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -58,7 +57,7 @@ class PolicyView:
     member_trainer: bool = False  # its TrainJobs run by the member's own Trainer, whole
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkView:
     """One of a job's Works (a share on one member)."""
 
@@ -78,7 +77,7 @@ class WorkView:
     # from the first Work of the placement)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Elastic:
     """An elastic job (PyTorchJob ``elasticPolicy``): its ``role`` runs with anywhere from
     ``min`` to ``max`` replicas, so it is admitted at what fits, grown as capacity frees and
@@ -95,7 +94,7 @@ class Elastic:
 FAILOVER_AVOID_SECONDS = 300.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobView:
     key: str  # "<kind>/<namespace>/<name>"
     uid: str
@@ -126,6 +125,18 @@ class JobView:
     # fleet.sh/expected-runtime annotation, the smaller): only such a job may backfill.
     runtime: float | None = None
     reserve_retry_at: float | None = None  # its reservation was rolled back: not before then
+    # Derived once per view (a frozen view never changes): waiting lists are ordered and
+    # searched by them thousands of times a pass. (Fields, not cached properties: a view
+    # has slots, no dict: one is kept per job.)
+    namespace: str = field(init=False, repr=False, compare=False)
+    # Decision order: by priority, then creation (a queued job as its queue orders).
+    order: tuple[int, str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "namespace", self.key.split("/")[1])
+        object.__setattr__(self, "order", (
+            -self.quota.priority, self.quota.created, self.quota.key) if self.quota is not None
+            else admission_order(self.priority, self.created, self.key))
 
     @property
     def avoid_until(self) -> float | None:
@@ -144,19 +155,6 @@ class JobView:
         if until is None or now < until:
             return self.avoid
         return tuple(sorted({work.cluster for work in self.evicting}))
-
-    # Computed once per view (a frozen view never changes): waiting lists are ordered and
-    # searched by them thousands of times a pass.
-    @functools.cached_property
-    def namespace(self) -> str:
-        return self.key.split("/")[1]
-
-    @functools.cached_property
-    def order(self) -> tuple[int, str, str]:
-        """Decision order: by priority, then creation (a queued job as its queue orders)."""
-        if self.quota is not None:
-            return (-self.quota.priority, self.quota.created, self.quota.key)
-        return admission_order(self.priority, self.created, self.key)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from propagation.views import JobDemand, PlacementRules
 from quota.amounts import Amounts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pod:
     """One running replica of a job that might be preempted."""
 
@@ -23,7 +23,7 @@ class Pod:
     index: int = -1  # its replica index; -1 when unknown (it is never shrunk away)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Elasticity:
     """A running elastic job: ``role`` runs ``size`` replicas now and may run ``min``."""
 

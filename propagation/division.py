@@ -32,7 +32,7 @@ from propagation.views import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterShare:
     cluster: str
     replicas: tuple[tuple[str, int], ...]  # role -> count, in the job's role order

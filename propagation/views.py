@@ -9,7 +9,7 @@ from enum import StrEnum
 from propagation.resources import Resources
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeLabelIn:
     """A replica may run only on nodes whose label ``key`` has one of ``values``: a pod's
     required node affinity with operator In (a nodeSelector is the one-value case)."""
@@ -29,7 +29,7 @@ def admits_all(requirements: tuple[NodeLabelIn, ...],
     return all(r.admits(labels) for r in requirements)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Role:
     """One replica type of a job: how many replicas and what each one requests."""
 
@@ -50,7 +50,7 @@ class Role:
 HOSTNAME_LEVEL = "kubernetes.io/hostname"  # the node itself (as fleet.api.protocol names it)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopologyRequest:
     """The gang packs within one domain of ``level`` (a node label key, e.g. a rack) on each
     member: ``required`` or it waits; else preferred, over as few domains as it can."""
@@ -62,27 +62,28 @@ class TopologyRequest:
         return f"{'required' if self.required else 'preferred'} topology {self.level}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobDemand:
     key: str  # "<kind>/<namespace>/<name>", unique on the hub
     roles: tuple[Role, ...]
     topology: TopologyRequest | None = None
 
-    @functools.cached_property
-    def total(self) -> Resources:
-        """Every replica's request summed; computed once (quota, division and the hub's
-        views each ask, for every waiting job)."""
+    # Every replica's request summed; computed once (quota, division and the hub's views
+    # each ask, for every waiting job). A field, not a cached property: a demand has slots.
+    total: Resources = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
         out = Resources()
         for role in self.roles:
             out = out + role.total
-        return out
+        object.__setattr__(self, "total", out)
 
     @property
     def replicas(self) -> int:
         return sum(role.replicas for role in self.roles)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeGroup:
     """``count`` nodes that each have ``free`` available; ``nodes`` names them when known."""
 

@@ -22,7 +22,7 @@ from quota.queues import admission_order
 from quota.tree import PlacedNode, QuotaNode, leaves_by_namespace, walk
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     key: str  # unique: a JobKey's text, "<Kind>.<group>/<namespace>/<name>"
     namespace: str
@@ -33,21 +33,20 @@ class Job:
     # jobs admitted while it ran did not pass it over (the starvation count starts here)
     waiting_since: str = ""
 
-    @cached_property
-    def charge(self) -> dict[str, int]:
-        """What the job counts against quota: its request and one job; nothing for an
-        opportunistic job, which runs on idle capacity only (HiveD's priority −1). Computed
-        once: do not change it."""
-        if is_opportunistic(self.priority):
-            return {}
-        return add(self.request, {MAX_JOBS: 1})
+    # What the job counts against quota: its request and one job; nothing for an
+    # opportunistic job, which runs on idle capacity only (HiveD's priority −1). Computed
+    # once (do not change it); fields, not cached properties: a Job has slots.
+    charge: dict[str, int] = field(init=False, repr=False, compare=False)
+    order: tuple[int, str, str] = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def order(self) -> tuple[int, str, str]:
-        return admission_order(self.priority, self.created, self.key)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "charge", {} if is_opportunistic(self.priority)
+                           else add(self.request, {MAX_JOBS: 1}))
+        object.__setattr__(self, "order", admission_order(self.priority, self.created,
+                                                          self.key))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Holding:
     """A job that holds quota now (bound, not finished)."""
 
