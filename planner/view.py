@@ -134,9 +134,8 @@ class JobView:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "namespace", self.key.split("/")[1])
-        object.__setattr__(self, "order", (
-            -self.quota.priority, self.quota.created, self.quota.key) if self.quota is not None
-            else admission_order(self.priority, self.created, self.key))
+        object.__setattr__(self, "order", self.quota.order if self.quota is not None
+                           else admission_order(self.priority, self.created, self.key))
 
     @property
     def avoid_until(self) -> float | None:
