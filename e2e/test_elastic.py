@@ -94,10 +94,12 @@ def elastic_job(name: str, low: int, high: int) -> Body:
     return job
 
 
-def events(hub: Kube, job: Body, reason: str) -> list[Body]:
+def events(hub: Kube, job: Body, reason: str | None = None) -> list[Body]:
+    """The job's events in order: those of ``reason``, or all."""
     listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
                          field_selector=f"involvedObject.uid={job['metadata']['uid']}")
-    return sorted((e for e in listed if e.get("reason") == reason), key=_stamp)
+    return sorted((e for e in listed if reason is None or e.get("reason") == reason),
+                  key=_stamp)
 
 
 def _stamp(event: Body) -> float:
@@ -126,9 +128,7 @@ def story(hub: Kube, *jobs: Body) -> str:
         for c in (now.get("status") or {}).get("conditions") or []:
             lines.append(f"  condition {c.get('type')}={c.get('status')} {c.get('reason')}: "
                          f"{c.get('message')}")
-        listed, _ = hub.list(r.EVENTS, job["metadata"]["namespace"],
-                             field_selector=f"involvedObject.uid={job['metadata']['uid']}")
-        for e in sorted(listed, key=_stamp):
+        for e in events(hub, job):
             lines.append(f"  event {e.get('reason')} x{e.get('count') or 1}: {e.get('message')}")
     return "\n".join(lines)
 
