@@ -44,6 +44,14 @@ def settle(job: JobView, view: PassView) -> list[Intent]:
     return out
 
 
+def settled(job: JobView) -> bool:
+    """Whether nothing is left to decide for ``job`` until it, its Works or a member change,
+    or its :func:`next_look` comes: finished, bound or not, with no Work being evicted (its
+    TTL, the one thing left, is a timer). The hub stops sweeping it and keeps no view of it."""
+    return job.stage is Stage.DONE or (
+        job.stage is Stage.BOUND and job.finished and not job.evicting)
+
+
 def next_look(job: JobView, view: PassView) -> float | None:
     """When settling ``job`` may decide something new though nothing about it changes: a
     share's toleration running out, its TTL, its reservation's deadline, an evicted Work's

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from planner.bound import next_look, settle
+from planner.bound import next_look, settle, settled
 from planner.deciding import decide
 from planner.intents import Bind, Intent, QueueReport, Wait
 from planner.view import BackfillReservation, Hold, PassView
@@ -30,6 +30,8 @@ class Plan:
     # When to look at a placed job again though nothing about it changes (by uid): its
     # toleration, TTL or reservation deadline.
     look_at: Mapping[str, float] = field(default_factory=dict)
+    # The jobs (uids) left with nothing to decide until they change (``bound.settled``).
+    settled: frozenset[str] = frozenset()
 
     def __iter__(self) -> Iterator[Intent]:
         return iter(self.intents)
@@ -63,4 +65,5 @@ def plan_pass(view: PassView, *, singletons: bool = False) -> Plan:
             look_at[job.uid] = when
     decided = decide(view.jobs, view, view.waiting, view.gone, singletons=singletons)
     return Plan(tuple(intents + decided.intents), decided.holds, decided.retry_at,
-                decided.reservations, decided.waiting, look_at)
+                decided.reservations, decided.waiting, look_at,
+                frozenset(job.uid for job in view.jobs if settled(job)))

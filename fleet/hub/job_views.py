@@ -176,7 +176,9 @@ class JobViews:
 
     fit_mode: FitMode = FitMode.NODE_AWARE
     _policies: dict[tuple[str, str], tuple[str, PolicyView]] = field(default_factory=dict)
-    _demands: dict[tuple[str, int, str, str, str], JobDemand | InvalidJob] = field(
+    # A job's demand by uid, with what it was parsed from (its spec's generation and the
+    # topology it asks for): one per job, dropped with its view.
+    _demands: dict[str, tuple[tuple[int, str, str, str], JobDemand | InvalidJob]] = field(
         default_factory=dict)
     # A job's view by uid, with the versions it was built from.
     _views: dict[str, tuple[tuple[object, ...], JobView]] = field(default_factory=dict)
@@ -186,20 +188,23 @@ class JobViews:
         meta = job["metadata"]
         annotations = meta.get("annotations") or {}
         # Annotations do not raise a job's generation: the topology it asks for is in the key.
-        key = (meta.get("uid", ""), int(meta.get("generation") or 0),
+        uid = meta.get("uid", "")
+        key = (int(meta.get("generation") or 0),
                meta.get("resourceVersion", "") if not meta.get("generation") else "",
                str(annotations.get(w.TOPOLOGY_REQUIRED, "")),
                str(annotations.get(w.TOPOLOGY_PREFERRED, "")))
-        found = self._demands.get(key)
-        if found is None:
+        known = self._demands.get(uid)
+        if known is not None and known[0] == key:
+            found = known[1]
+        else:
             try:
                 found = adapter_for(job["apiVersion"], job["kind"]).demand(
                     JobKey.of_body(job), job)
             except InvalidJob as exc:
                 found = exc
-            if len(self._demands) >= MAX_REMEMBERED:
+            if len(self._demands) >= MAX_REMEMBERED and uid not in self._demands:
                 self._demands.pop(next(iter(self._demands)))
-            self._demands[key] = found
+            self._demands[uid] = (key, found)
         if isinstance(found, InvalidJob):
             raise found
         return found
@@ -222,7 +227,11 @@ class JobViews:
         self._policies = {k: v for k, v in self._policies.items() if k in context.policies}
 
     def forget(self, uid: str) -> None:
+        """Drop what is kept of the job: it is gone, or settled (``planner.bound.settled``:
+        a finished job is looked at again only when it changes, and its view is then built
+        anew; ten thousand finished jobs would otherwise keep a view and a demand each)."""
         self._views.pop(uid, None)
+        self._demands.pop(uid, None)
 
     def view(self, job: Body, snap: Snapshot, context: Context) -> JobView:
         """The job's view as the last pass built it while nothing it is built from changed

@@ -98,7 +98,7 @@ class Scheduler:
         # planner itself keeps nothing. None: the next pass looks at every job.
         self._carried: Carried | None = None
         self._growing: set[str] = set()  # elastic jobs below their max: looked at each pass
-        self._placed: set[str] = set()  # jobs bound, going or finished: swept every second
+        self._placed: set[str] = set()  # jobs bound or going, not settled: swept in turn
         self.reporting = Reporting(self.dispatcher, self.writer.submit)
         # Bound jobs by uid: the versions of the job and its Works last mirrored.
         self._mirrored: dict[str, tuple[object, ...]] = {}
@@ -172,9 +172,11 @@ class Scheduler:
         observe_plan(plan, time.perf_counter() - started)
         self._carried = Carried(plan.holds, plan.retry_at, plan.reservations, plan.waiting)
         self._growing = {v.uid for v in view.jobs if _grows(v)}
-        self._placed -= changes.gone
-        self._placed |= {v.uid for v in view.jobs if v.stage is not Stage.WAITING}
-        self._placed -= {v.uid for v in view.jobs if v.stage is Stage.WAITING}
+        self._placed -= changes.gone | {v.uid for v in view.jobs}
+        self._placed |= {v.uid for v in view.jobs
+                         if v.stage is not Stage.WAITING and v.uid not in plan.settled}
+        for uid in plan.settled:
+            self.views.jobs.forget(uid)
         for uid, when in plan.look_at.items():
             self.look_again(uid, when)
         ctx = PassContext(snap, now, looked, holdings_of(plan.binds))

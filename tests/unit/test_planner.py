@@ -195,6 +195,21 @@ def test_missing_works_are_dispatched_and_a_finished_job_expires() -> None:
     assert not plan_pass(view(replace(done, ttl_seconds=600))).intents
 
 
+def test_only_a_finished_job_with_nothing_evicted_is_settled() -> None:
+    """Settled jobs are no longer swept and keep no view in the hub: a running, requeued or
+    evicting one must never be among them, or its next decision would wait for a change."""
+    def job(name: str, **changes: object) -> JobView:
+        works = (WorkView(f"m-a/{name}", "a", state="Succeeded"),)
+        return replace(bound(name, works, finished=True, finished_at=NOW - 5, ttl_seconds=600),
+                       **changes)
+    done, unbound = job("done"), job("unbound", stage=Stage.DONE, works=())
+    plan = plan_pass(view(
+        done, unbound, job("running", finished=False), job("requeued", stage=Stage.REQUEUED),
+        job("evicting", evicting=(WorkView("m-b/w", "b", evict_after=NOW + 5),))))
+    assert plan.settled == {"done", "unbound"}
+    assert done.uid in plan.look_at  # its TTL still comes by timer
+
+
 def test_evicted_works_go_once_the_job_runs_elsewhere_or_at_their_deadline() -> None:
     job = bound("j", (WorkView("m-b/w", "b", state="Pending"),),
                 evicting=(WorkView("m-a/w", "a", evict_after=NOW + 5),))
