@@ -133,17 +133,32 @@ def with_held_each(cluster: ClusterView,
             groups.append(NodeGroup(group.count - len(mine), group.free, group.labels,
                                     tuple(n for n in group.nodes if n not in named)))
     order = {name: i for i, name in enumerate(own)}
+    # What each named node has free, as a dict changed in place while the requests come off
+    # it (a vector made for each request was most of the cost), and made a vector once at
+    # the end. A node a request came off has nothing below zero: the rest of the planner
+    # reads free capacity as a count.
+    free = {name: dict(node.free.items_) for name, node in own.items()}
+    taken: set[str] = set()
+    wanted_of: dict[Resources, list[tuple[str, int]]] = {}  # (a share repeats one request)
     for held, nodes in parts:
         candidates = sorted((n for n in set(nodes) if n in own), key=order.__getitem__)
         for request in held:
             if not candidates:  # (none of them reported: held where it fits best)
                 groups = _subtract(groups, request)
                 continue
-            wanted = _wanted(request)
-            best = min(candidates, key=lambda n: _held_rank(own[n], wanted, order[n]))
-            left = {name: max(0, amount) for name, amount in (own[best].free - request).items_}
-            # (never below zero: the rest of the planner reads free capacity as a count)
-            own[best] = NodeGroup(1, Resources.of(left), own[best].labels, own[best].nodes)
+            wanted = wanted_of.get(request)
+            if wanted is None:
+                wanted = wanted_of[request] = _wanted(request)
+            best = min(candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
+            have = free[best]
+            if best not in taken:
+                taken.add(best)
+                have = free[best] = {name: max(0, amount) for name, amount in have.items()}
+            for name, amount in request.items_:
+                have[name] = max(0, have.get(name, 0) - amount)
+    for name in taken:
+        node = own[name]
+        own[name] = NodeGroup(1, Resources.of(free[name]), node.labels, node.nodes)
     return replace(cluster, node_groups=tuple(_all_joined(groups, own.values())))
 
 
@@ -152,11 +167,10 @@ def _wanted(request: Resources) -> list[tuple[str, int]]:
     return [(name, request.get(name, 0)) for name in scarcity_order(request)]
 
 
-def _held_rank(node: NodeGroup, wanted: Sequence[tuple[str, int]],
+def _held_rank(free: dict[str, int], wanted: Sequence[tuple[str, int]],
                index: int) -> tuple[object, ...]:
-    """Where a held request (its amounts, scarcest first) goes among its nodes: the best fit,
-    else where most is free."""
-    free = dict(node.free.items_)
+    """Where a held request (its amounts, scarcest first) goes among its nodes (``free``:
+    what one has free): the best fit, else where most is free."""
     left = tuple([free.get(name, 0) - amount for name, amount in wanted])
     fits = min(left, default=0) >= 0
     return (not fits, left if fits else tuple(-x for x in left), index)

@@ -1,5 +1,6 @@
 """Capacity taken out of a view: joining the nodes a view splits out back into their groups
-at once must give what joining them one by one gives."""
+at once must give what joining them one by one gives, and what is held on named nodes comes
+off them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from propagation.resources import Resources
-from propagation.spent import _all_joined, _joined
-from propagation.views import NodeGroup
+from propagation.spent import _all_joined, _joined, with_held_each
+from propagation.views import ClusterView, NodeGroup
 
 GPU = "nvidia.com/gpu"
 
@@ -30,3 +31,30 @@ def test_joining_all_at_once_is_joining_one_by_one(groups: list[tuple[int, int, 
     for node in nodes:
         one_by_one = _joined(one_by_one, node) or [*one_by_one, node]
     assert _all_joined(list(before), nodes) == one_by_one
+
+
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 3)), min_size=1, max_size=5),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(1, 4), st.lists(
+           st.integers(0, 12), min_size=1, max_size=3)), max_size=6), st.booleans())
+def test_held_requests_come_off_their_nodes_and_none_goes_below_zero(
+        groups: list[tuple[int, int]], parts: list[tuple[int, int, list[int]]],
+        roomy: bool) -> None:
+    """Every request held on reported nodes comes off one of them: the member's free GPUs
+    drop by what was held (less what the nodes lacked), its nodes stay as many, none below
+    zero."""
+    room = 100 if roomy else 0  # (100: every request fits on any node)
+    nodes = [group(free + room, i % 2, True, i, count)
+             for i, (free, count) in enumerate(groups)]
+    names = [n for g in nodes for n in g.nodes]
+    cluster = ClusterView("m", True, node_groups=tuple(nodes))
+    held = [([Resources.of({GPU: gpus})] * replicas, [names[i % len(names)] for i in picks])
+            for gpus, replicas, picks in parts]
+    after = with_held_each(cluster, held)
+    assert sum(g.count for g in after.node_groups) == len(names)
+    assert all(g.free.get(GPU, 0) >= 0 for g in after.node_groups)
+    total = sum(g.count * g.free.get(GPU, 0) for g in after.node_groups)
+    before = sum(g.count * g.free.get(GPU, 0) for g in nodes)
+    asked = sum(gpus * replicas for gpus, replicas, _ in parts)
+    assert before - asked <= total <= before
+    if roomy:  # exactly what was held
+        assert total == before - asked
