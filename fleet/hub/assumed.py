@@ -94,6 +94,12 @@ def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
     return out
 
 
+def _share_key(work: Mapping[str, Any]) -> tuple[str, int]:
+    """A Work's share by what makes it: the Work (uid) and its spec's generation."""
+    meta = work["metadata"]
+    return str(meta["uid"]), int(meta.get("generation", 0))
+
+
 def _live(work: Mapping[str, Any]) -> bool:
     return protocol.work_state(work) not in ("Succeeded", "Failed") and \
         not work["metadata"].get("deletionTimestamp")
@@ -192,20 +198,28 @@ class AssumedCapacity:
         for cluster in self._dirty:
             works = self._works.get(cluster, {})
             found = unreported(bodies.get(cluster), works.values())
+            # The shares of Works no longer unreported here are kept no more (looked for
+            # among the refreshed members only: a walk of every member's Works took 5 % of
+            # a pass under a stream of capacity reports)
+            left = {_share_key(w) for w in self._unreported.get(cluster, ())} - {
+                _share_key(w) for w in found}
+            for share in left:
+                self._shares.pop(share, None)
             if found:
                 self._unreported[cluster] = found
             else:
                 self._unreported.pop(cluster, None)
-        live = {(w["metadata"]["uid"], w["metadata"].get("generation", 0))
-                for ws in self._unreported.values() for w in ws}
-        self._shares = {k: v for k, v in self._shares.items() if k in live}
         refreshed, self._dirty = self._dirty, set()
         return refreshed
+
+    def kept_shares(self) -> list[tuple[str, int]]:
+        """The Works (uid, generation) whose parsed shares are kept."""
+        return list(self._shares)
 
     def _share(self, work: Mapping[str, Any]) -> list[Share]:
         """A Work's share, a part per set of domains its roles keep to (one for most)."""
         meta = work["metadata"]
-        key = (meta["uid"], meta.get("generation", 0))
+        key = _share_key(work)
         known = self._shares.get(key)
         if known is None:  # (a generation's share and nodes never change: made once)
             uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key

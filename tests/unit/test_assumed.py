@@ -98,6 +98,9 @@ def test_carried_views_equal_fresh_ones_through_random_passes() -> None:
         clusters = [cluster_view(b, _now(), 3600) for b in snap.clusters.values()]
         assert assumed.views(clusters, snap, inflight) == fresh(clusters, cache, inflight), \
             f"step {step}"
+        # and it keeps the parsed shares of the unreported Works only
+        assert set(assumed.kept_shares()) == {
+            (w["metadata"]["uid"], 1) for ws in unreported_works(snap).values() for w in ws}
 
 
 def test_a_reserved_work_is_not_assumed_twice() -> None:
