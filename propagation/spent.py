@@ -149,7 +149,8 @@ def with_held_each(cluster: ClusterView,
             wanted = wanted_of.get(request)
             if wanted is None:
                 wanted = wanted_of[request] = _wanted(request)
-            best = min(candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
+            best = candidates[0] if len(candidates) == 1 else min(
+                candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
             have = free[best]
             if best not in taken:
                 taken.add(best)
