@@ -139,16 +139,13 @@ def with_held_each(cluster: ClusterView,
     # reads free capacity as a count.
     free = {name: dict(node.free.items_) for name, node in own.items()}
     taken: set[str] = set()
-    wanted_of: dict[Resources, list[tuple[str, int]]] = {}  # (a share repeats one request)
     for held, nodes in parts:
         candidates = sorted((n for n in set(nodes) if n in own), key=order.__getitem__)
         for request in held:
             if not candidates:  # (none of them reported: held where it fits best)
                 groups = _subtract(groups, request)
                 continue
-            wanted = wanted_of.get(request)
-            if wanted is None:
-                wanted = wanted_of[request] = _wanted(request)
+            wanted = _wanted(request)
             best = candidates[0] if len(candidates) == 1 else min(
                 candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
             have = free[best]
