@@ -8,7 +8,7 @@ import os
 
 import kopf
 
-from fleet import logs, nesting
+from fleet import allocator, logs, nesting
 
 
 def main() -> None:
@@ -24,6 +24,7 @@ def main() -> None:
     os.environ["FLEET_METRICS_PORT"] = str(args.metrics_port)
     logs.configure("hub")
     nesting.allow_api_depth()
+    allocator.limit_arenas()
     from fleet.hub import handlers  # registers the handlers
 
     del handlers

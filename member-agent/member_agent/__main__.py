@@ -11,7 +11,7 @@ import os
 
 import kopf
 
-from fleet import logs, nesting
+from fleet import allocator, logs, nesting
 
 
 def main() -> None:
@@ -29,6 +29,7 @@ def main() -> None:
     os.environ["FLEET_METRICS_PORT"] = str(args.metrics_port)
     logs.configure(f"agent-{args.cluster}")
     nesting.allow_api_depth()
+    allocator.limit_arenas()
     from member_agent import handlers  # registers the handlers
 
     del handlers
