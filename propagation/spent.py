@@ -141,13 +141,21 @@ def with_held_each(cluster: ClusterView,
     taken: set[str] = set()
     for held, nodes in parts:
         candidates = sorted((n for n in set(nodes) if n in own), key=order.__getitem__)
+        last: tuple[Resources, list[tuple[str, int]], str] | None = None
         for request in held:
             if not candidates:  # (none of them reported: held where it fits best)
                 groups = _subtract(groups, request)
                 continue
-            wanted = _wanted(request)
-            best = candidates[0] if len(candidates) == 1 else min(
-                candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
+            if last is not None and last[0] == request and _fits(free[last[2]], last[1]):
+                # The node a request fitted best still does for the next alike while it
+                # fits: its amounts left only went down, and the others' did not move.
+                wanted, best = last[1], last[2]
+            else:
+                wanted = _wanted(request)
+                best = candidates[0] if len(candidates) == 1 else min(
+                    candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
+                fitted = _fits(free[best], wanted)
+                last = (request, wanted, best) if fitted else None
             have = free[best]
             if best not in taken:
                 taken.add(best)
@@ -163,6 +171,10 @@ def with_held_each(cluster: ClusterView,
 def _wanted(request: Resources) -> list[tuple[str, int]]:
     """A request's amounts, scarcest resource first (the order fits are compared in)."""
     return [(name, request.get(name, 0)) for name in scarcity_order(request)]
+
+
+def _fits(free: dict[str, int], wanted: Sequence[tuple[str, int]]) -> bool:
+    return all(free.get(name, 0) >= amount for name, amount in wanted)
 
 
 def _held_rank(free: dict[str, int], wanted: Sequence[tuple[str, int]],
