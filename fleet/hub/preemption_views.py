@@ -8,8 +8,6 @@ and jobs of a policy that does not queue hold none).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +15,7 @@ from fleet.hub import elastic as el
 from fleet.hub import queueing as q
 from fleet.hub import works as w
 from fleet.hub.cache import Body, Snapshot
+from fleet.hub.memo import Memo
 from fleet.kinds import adapter_for
 from fleet.kinds.base import InvalidJob, KindAdapter, condition
 from preemption.model import Elasticity, Pod, Running
@@ -29,9 +28,7 @@ from quota.tree import PlacedNode
 TERMINATED = ("Succeeded", "Failed")
 # A Work's role requests by (uid, generation): its manifest is the same until its generation
 # moves, and a busy pass read the same Works' demand hundreds of times. Bounded, oldest out.
-ROLE_REQUESTS: OrderedDict[tuple[str, int], dict[str, Resources]] = OrderedDict()
-ROLE_REQUESTS_KEPT = 20_000
-_ROLE_REQUESTS_LOCK = threading.Lock()
+ROLE_REQUESTS: Memo[tuple[str, int], dict[str, Resources]] = Memo(kept=20_000)
 
 
 def lowest_priority(classes: Mapping[str, int]) -> int:
@@ -119,22 +116,17 @@ def _role_requests(work: Mapping[str, Any], adapter: KindAdapter
     """Each role's request (by lower-case name) in the share a Work carries; None when its
     manifest cannot be read."""
     meta = work["metadata"]
-    key = (str(meta.get("uid", "")), int(meta.get("generation") or 0))
-    with _ROLE_REQUESTS_LOCK:
-        if key in ROLE_REQUESTS:
-            ROLE_REQUESTS.move_to_end(key)
-            return ROLE_REQUESTS[key]
     manifest = work["spec"]["manifests"][0]
+
+    def read() -> dict[str, Resources]:
+        return {r.name.lower(): r.request for r in adapter.demand("", manifest).roles}
+
     try:
-        found = {r.name.lower(): r.request for r in adapter.demand("", manifest).roles}
+        if not meta.get("uid"):
+            return read()
+        return ROLE_REQUESTS.get((str(meta["uid"]), int(meta.get("generation") or 0)), read)
     except InvalidJob:
         return None
-    if key[0]:
-        with _ROLE_REQUESTS_LOCK:
-            ROLE_REQUESTS[key] = found
-            while len(ROLE_REQUESTS) > ROLE_REQUESTS_KEPT:
-                ROLE_REQUESTS.popitem(last=False)
-    return found
 
 
 def _request(requests: Mapping[str, Resources], role: str) -> Resources | None:

@@ -87,6 +87,20 @@ def test_priority_comes_from_the_classes_and_negative_means_opportunistic() -> N
     assert pv.lowest_priority({"prod": 100}) == 0
 
 
+def test_a_cached_jobs_priority_follows_its_spec_from_version_to_version() -> None:
+    """The classes a cached job names are read once per spec (the cache keeps one object
+    per unchanged spec), and again for a new spec."""
+    cache, classes = Cache(), {"prod": 100, "oppo": -1}
+    job = pytorchjob("a", "prod")
+    for version, cls in enumerate(("prod", "prod", "oppo", "prod", None), start=1):
+        body = pytorchjob("a", cls)
+        body["metadata"]["resourceVersion"] = str(version)
+        cache.upsert("jobs", body)
+        job = cache.snapshot().jobs[Cache.key(body)]
+        assert q.priority_of(job, classes) == classes.get(cls or "", 0)
+    assert sum(kept[0] is job["spec"] for kept in q.CLASS_NAMES._found.values()) == 1
+
+
 def test_a_job_naming_a_class_the_hub_lacks_waits_for_it_naming_the_field() -> None:
     cache = Cache()
     job = pytorchjob("a", "oppo")
