@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fleet.api import protocol
@@ -47,6 +49,28 @@ def share_batches(work: Mapping[str, Any]) -> Batches:
             for role in demand.roles]
 
 
+@dataclass(frozen=True, slots=True)
+class Tracked:
+    """What the rule of :func:`unreported` reads of a live Work, parsed once per version
+    of it (a member's Works were parsed again at each of its reports: a tenth of a pass)."""
+
+    body: Mapping[str, Any]
+    name: str
+    bound: datetime | None  # when its member bound it
+    resized: datetime | None  # when its share was resized, if it was
+    made: tuple[str, str]  # creation time, name: the order shares are taken out in
+    share: tuple[str, int]  # (uid, generation): what makes its share (uid-less: its name)
+
+    @classmethod
+    def of(cls, work: Mapping[str, Any]) -> Tracked:
+        meta = work["metadata"]
+        return cls(work, str(meta["name"]), parse_time(protocol.bound_time(work)),
+                   parse_time((meta.get("annotations") or {}).get(protocol.RESIZED_AT)),
+                   (str(meta.get("creationTimestamp") or ""), str(meta["name"])),
+                   (str(meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}"),
+                    int(meta.get("generation", 0))))
+
+
 def unreported(cluster: Mapping[str, Any] | None, works: Iterable[Mapping[str, Any]]
                ) -> list[Mapping[str, Any]]:
     """The live ``works`` of one member whose pods its last capacity report (``cluster``)
@@ -54,29 +78,24 @@ def unreported(cluster: Mapping[str, Any] | None, works: Iterable[Mapping[str, A
     nodes for, or resized since (what it reserved, or saw bound, was the old share). In the
     order they were made (then by name): each is taken out of the capacity in turn, and
     the order decides which nodes each is assumed on."""
+    return [t.body for t in _unreported(cluster, [Tracked.of(w) for w in works if _live(w)])]
+
+
+def _unreported(cluster: Mapping[str, Any] | None, works: Iterable[Tracked]) -> list[Tracked]:
     capacity = ((cluster or {}).get("status") or {}).get("capacity") or {}
     seen = parse_time(capacity.get("observedTime"))
     held = set(capacity.get("reservedFor") or [])
     out = []
     for work in works:
-        if not _live(work):
-            continue
-        bound = parse_time(protocol.bound_time(work))
-        resized = parse_time((work["metadata"].get("annotations") or {}).get(
-            protocol.RESIZED_AT))
+        bound, resized = work.bound, work.resized
         if resized is None or (seen is not None and seen >= resized):
-            if work["metadata"]["name"] in held:
+            if work.name in held:
                 continue
             if bound is not None and seen is not None and seen >= bound and (
                     resized is None or bound >= resized):  # a resized share: bound again
                 continue
         out.append(work)
-    return sorted(out, key=_made)
-
-
-def _made(work: Mapping[str, Any]) -> tuple[str, str]:
-    meta = work["metadata"]
-    return str(meta.get("creationTimestamp") or ""), str(meta["name"])
+    return sorted(out, key=lambda work: work.made)
 
 
 def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
@@ -94,12 +113,6 @@ def unreported_works(snap: Snapshot) -> dict[str, list[Mapping[str, Any]]]:
     return out
 
 
-def _share_key(work: Mapping[str, Any]) -> tuple[str, int]:
-    """A Work's share by what makes it: the Work (uid) and its spec's generation."""
-    meta = work["metadata"]
-    return str(meta["uid"]), int(meta.get("generation", 0))
-
-
 def _live(work: Mapping[str, Any]) -> bool:
     return protocol.work_state(work) not in ("Succeeded", "Failed") and \
         not work["metadata"].get("deletionTimestamp")
@@ -114,9 +127,9 @@ class AssumedCapacity:
         self._views: dict[str, tuple[ClusterView, tuple[str, ...], ClusterView]] = {}
         # cluster -> (its view less its Works, the inflight requests taken, the view less both)
         self._inflight: dict[str, tuple[ClusterView, tuple[Resources, ...], ClusterView]] = {}
-        self._works: dict[str, dict[Key, Mapping[str, Any]]] = {}  # cluster -> its Works
+        self._works: dict[str, dict[Key, Tracked]] = {}  # cluster -> its live Works
         self._where: dict[Key, str] = {}  # Work -> its cluster
-        self._unreported: dict[str, list[Mapping[str, Any]]] = {}
+        self._unreported: dict[str, list[Tracked]] = {}
         self._dirty: set[str] | None = None  # None: everything
 
     def changed(self, snap: Snapshot, works: Iterable[Key], clusters: Iterable[str]) -> None:
@@ -137,7 +150,7 @@ class AssumedCapacity:
                     self._works.get(cluster, {}).pop(key, None)
                     self._dirty.add(cluster)
                 continue
-            self._works.setdefault(cluster, {})[key] = body  # (in place: order is kept)
+            self._works.setdefault(cluster, {})[key] = Tracked.of(body)  # (in place)
             self._where[key] = cluster
             self._dirty.add(cluster)
         self._dirty.update(clusters)
@@ -188,7 +201,7 @@ class AssumedCapacity:
                 if not _live(work):
                     continue
                 cluster = work["spec"]["placement"]["cluster"]
-                self._works.setdefault(cluster, {})[key] = work
+                self._works.setdefault(cluster, {})[key] = Tracked.of(work)
                 self._where[key] = cluster
             self._dirty = set(self._works) | {b["metadata"]["name"]
                                               for b in snap.clusters.values()}
@@ -197,12 +210,12 @@ class AssumedCapacity:
         bodies = {b["metadata"]["name"]: b for b in snap.clusters.values()}
         for cluster in self._dirty:
             works = self._works.get(cluster, {})
-            found = unreported(bodies.get(cluster), works.values())
+            found = _unreported(bodies.get(cluster), works.values())
             # The shares of Works no longer unreported here are kept no more (looked for
             # among the refreshed members only: a walk of every member's Works took 5 % of
             # a pass under a stream of capacity reports)
-            left = {_share_key(w) for w in self._unreported.get(cluster, ())} - {
-                _share_key(w) for w in found}
+            left = {w.share for w in self._unreported.get(cluster, ())} - {
+                w.share for w in found}
             for share in left:
                 self._shares.pop(share, None)
             if found:
@@ -216,16 +229,14 @@ class AssumedCapacity:
         """The Works (uid, generation) whose parsed shares are kept."""
         return list(self._shares)
 
-    def _share(self, work: Mapping[str, Any]) -> list[Share]:
+    def _share(self, work: Tracked) -> list[Share]:
         """A Work's share, a part per set of domains its roles keep to (one for most)."""
-        meta = work["metadata"]
-        key = _share_key(work)
-        known = self._shares.get(key)
+        known = self._shares.get(work.share)
         if known is None:  # (a generation's share and nodes never change: made once)
-            uid = f"{meta['uid']}/{key[1]}"  # a resized Work: new key
-            nodes = tuple(str(n) for n in work["spec"]["placement"].get("nodes") or ())
-            known = self._shares[key] = [(uid, domains, requests, nodes)
-                                         for requests, domains in share_batches(work)]
+            uid = "/".join(map(str, work.share))  # a resized Work: new key
+            nodes = tuple(str(n) for n in work.body["spec"]["placement"].get("nodes") or ())
+            known = self._shares[work.share] = [(uid, domains, requests, nodes)
+                                                for requests, domains in share_batches(work.body)]
         return known
 
     def _with_shares(self, cluster: ClusterView, shares: Sequence[Share],
