@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,10 @@ M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 
 def limit_arenas(arenas: int = ARENAS) -> None:
-    """Call first thing in a process: threads started later share ``arenas`` arenas."""
+    """Call first thing in a process: threads started later share ``arenas`` arenas
+    (unless ``MALLOC_ARENA_MAX`` says how many: glibc has read it already)."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):

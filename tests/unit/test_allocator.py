@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -26,9 +27,10 @@ ctypes.CDLL("libc.so.6").malloc_stats()
 """
 
 
-def arenas(mode: str) -> int:
+def arenas(mode: str, env: dict[str, str] | None = None) -> int:
+    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     done = subprocess.run([sys.executable, "-c", THREADS, mode], capture_output=True,
-                          text=True, check=True, timeout=60)
+                          text=True, check=True, timeout=60, env={**environ, **(env or {})})
     return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
 
 
@@ -39,3 +41,10 @@ def test_threads_share_two_arenas() -> None:
         pytest.skip("glibc's malloc_stats only")
     assert default > 2  # (else this test could not tell)
     assert arenas("limited") <= 2
+
+
+def test_the_environment_says_otherwise() -> None:
+    try:
+        assert arenas("limited", {"MALLOC_ARENA_MAX": "16"}) > 2
+    except (subprocess.CalledProcessError, OSError):
+        pytest.skip("glibc's malloc_stats only")
