@@ -154,8 +154,7 @@ def with_held_each(cluster: ClusterView,
                 wanted = _wanted(request)
                 best = candidates[0] if len(candidates) == 1 else min(
                     candidates, key=lambda n: _held_rank(free[n], wanted, order[n]))
-                fitted = _fits(free[best], wanted)
-                last = (request, wanted, best) if fitted else None
+                last = (request, wanted, best) if _fits(free[best], wanted) else None
             have = free[best]
             if best not in taken:
                 taken.add(best)

@@ -34,6 +34,3 @@ class Memo(Generic[K, V]):
             while len(self._found) > self.kept:
                 self._found.popitem(last=False)
         return found
-
-    def __len__(self) -> int:
-        return len(self._found)
