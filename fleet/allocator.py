@@ -6,9 +6,9 @@ every thread that allocates an arena of its own, up to eight per core, and an ar
 the pages its freed blocks leave until it is trimmed. The hub's watch, writer and scheduler
 threads each churn through parsed objects, so each grows an arena of its own high-water
 mark. Two arenas, as ``MALLOC_ARENA_MAX=2`` would set (read too early to set it once the
-interpreter runs: ``mallopt`` does it in process), left the scale bench's hub at 330 MiB at
-the end of its run against 345 (means of five and five runs, within the runs' spread: see
-docs/benchmarks.md). A ``malloc_trim`` now and then on top moved nothing more.
+interpreter runs: ``mallopt`` does it in process), left the scale bench's hub at 329 MiB at
+the end of its run against 340 with 16 (means of six and two runs of one build, within the
+runs' spread: see docs/benchmarks.md). A ``malloc_trim`` now and then on top moved nothing more.
 
 Only glibc has this call; elsewhere (musl, macOS) it is a no-op.
 """
